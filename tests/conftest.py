@@ -1,0 +1,58 @@
+"""Shared pytest fixtures."""
+
+from __future__ import annotations
+
+import pytest
+
+from netns import Network, cleanup_stale, require_netns
+
+# --------------------------------------------------------------------------
+# Network namespaces (tests/netns.py)
+# --------------------------------------------------------------------------
+
+_netns_stale_cleaned = False
+
+
+@pytest.fixture(autouse=True)
+def _netns_guard(request):
+    """Tests marked ``@pytest.mark.netns`` fail with a clear message when
+    namespaces are unavailable (not root, no ``ip``), or skip when
+    ``RENDEZVOUS_SKIP_NETNS=1``."""
+    if request.node.get_closest_marker("netns") is not None:
+        require_netns()
+
+
+@pytest.fixture
+def make_network():
+    """Factory ``make_network(n_hosts, subnet=...) -> Network`` (already up).
+
+    Every network it made is torn down after the test, whatever happened.
+    Before the first one, namespaces left by crashed runs are removed.
+    """
+    global _netns_stale_cleaned
+    require_netns()
+    if not _netns_stale_cleaned:
+        cleanup_stale()
+        _netns_stale_cleaned = True
+    networks: list[Network] = []
+
+    def factory(n_hosts: int, **kwargs) -> Network:
+        net = Network(n_hosts, **kwargs)
+        networks.append(net)
+        return net.up()
+
+    yield factory
+    errors = []
+    for net in reversed(networks):
+        try:
+            net.down()
+        except Exception as e:
+            errors.append(f"{net!r}: {e}")
+    if errors:
+        pytest.fail("network teardown failed: " + "; ".join(errors), pytrace=False)
+
+
+@pytest.fixture
+def netns_network(make_network):
+    """Same factory as ``make_network``."""
+    return make_network

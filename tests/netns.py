@@ -1,0 +1,347 @@
+"""Several hosts on one machine: network namespaces joined by a bridge.
+
+Usage::
+
+    with Network(3) as net:
+        server = net.hosts[0].popen([sys.executable, "server.py"])
+        net.hosts[1].run([sys.executable, "client.py", net.hosts[0].address], check=True)
+
+Layout of one network (needs root and iproute2's ``ip``):
+
+* a bridge namespace ``rdvt-<pid>-<hex>-br`` holding the bridge ``br0``
+  (multicast snooping off, so multicast floods every port) and one veth end
+  ``h<i>`` per host; nothing is created in the caller's namespace;
+* host namespaces ``rdvt-<pid>-<hex>-h<i>``, each with ``lo`` up and ``eth0``
+  (the other veth end) holding the ``i``-th address of the subnet (10.213.0.1,
+  10.213.0.2, ... by default), the subnet's route and a default route
+  ``dev eth0``. Nothing lies beyond the bridge, so no packet leaves.
+
+``<pid>`` is the pid of the creating process: :func:`cleanup_stale` removes
+only namespaces whose creator is dead, so concurrent test sessions are safe.
+Teardown kills every process still inside a namespace and deletes every
+namespace of the network, also after an error or a partial build.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ipaddress
+import logging
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+log = logging.getLogger(__name__)
+
+PREFIX = "rdvt-"
+DEFAULT_SUBNET = "10.213.0.0/24"
+SKIP_ENV = "RENDEZVOUS_SKIP_NETNS"
+_NAME_RE = re.compile(r"^rdvt-(\d+)-([0-9a-f]{6})-(br|h\d+)$")
+_IP_TIMEOUT = 30.0
+
+#: Networks that are up: torn down at interpreter exit if still up then.
+_live_networks: "set[Network]" = set()
+
+
+class NetnsError(RuntimeError):
+    """An ``ip`` command failed while building or tearing down a network."""
+
+
+def _ip(*args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    argv = ["ip", *args]
+    proc = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=_IP_TIMEOUT)
+    if check and proc.returncode != 0:
+        detail = proc.stderr.strip() or proc.stdout.strip()
+        if stdin:
+            detail += f"\n--- batch ---\n{stdin}"
+        raise NetnsError(f"{' '.join(argv)} failed ({proc.returncode}): {detail}")
+    return proc
+
+
+def list_namespaces() -> list[str]:
+    """Names of all named network namespaces (``ip netns list``)."""
+    out = _ip("netns", "list").stdout
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def namespace_pids(ns: str) -> list[int]:
+    """Pids of the processes inside namespace ``ns`` (empty if it is gone)."""
+    proc = _ip("netns", "pids", ns, check=False)
+    return [int(p) for p in proc.stdout.split() if p.isdigit()]
+
+
+def kill_namespace_processes(ns: str, timeout: float = 5.0) -> list[int]:
+    """SIGKILL every process in ``ns`` until none is left; returns the pids killed."""
+    killed: list[int] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        pids = [p for p in namespace_pids(ns) if p != os.getpid()]
+        if not pids:
+            return killed
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            except ProcessLookupError:
+                pass
+        if time.monotonic() > deadline:
+            raise NetnsError(f"processes {pids} in namespace {ns} survive SIGKILL")
+        time.sleep(0.02)
+
+
+def delete_namespace(ns: str) -> None:
+    """Kill what runs in ``ns``, then delete it. A missing namespace is fine."""
+    kill_namespace_processes(ns)
+    proc = _ip("netns", "delete", ns, check=False)
+    if proc.returncode != 0 and ns in list_namespaces():
+        raise NetnsError(f"ip netns delete {ns} failed: {proc.stderr.strip()}")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def cleanup_stale(prefix: str = PREFIX) -> list[str]:
+    """Delete the namespaces left by crashed runs: those named ``rdvt-<pid>-...``
+    whose creator ``pid`` is no longer alive. Returns the names deleted.
+
+    Namespaces of live processes (another test session running now, or this
+    one) are left alone.
+    """
+    removed: list[str] = []
+    for ns in list_namespaces():
+        if not ns.startswith(prefix):
+            continue
+        m = _NAME_RE.match(ns)
+        if m is None or _pid_alive(int(m.group(1))):
+            continue
+        try:
+            delete_namespace(ns)
+            removed.append(ns)
+        except (NetnsError, subprocess.SubprocessError, OSError) as e:
+            log.warning("could not remove stale namespace %s: %s", ns, e)
+    if removed:
+        log.info("removed %d stale namespaces: %s", len(removed), " ".join(removed))
+    return removed
+
+
+def unavailable_reason() -> str | None:
+    """Why network namespaces cannot be used here, or None when they can."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return "network namespace tests need root (they create namespaces with `ip netns`)"
+    if shutil.which("ip") is None:
+        return "network namespace tests need iproute2's `ip` command, which is not on PATH"
+    return None
+
+
+def require_netns(environ: Any = None) -> None:
+    """In a test: fail with a clear message if namespaces are unavailable, or
+    skip when ``RENDEZVOUS_SKIP_NETNS=1`` is set."""
+    import pytest
+
+    environ = os.environ if environ is None else environ
+    reason = unavailable_reason()
+    if reason is None:
+        return
+    if environ.get(SKIP_ENV) == "1":
+        pytest.skip(f"{reason}; skipped because {SKIP_ENV}=1")
+    pytest.fail(f"{reason}. Run as root, or set {SKIP_ENV}=1 to skip these tests.", pytrace=False)
+
+
+@dataclass
+class Host:
+    """One host of a :class:`Network`: a namespace with ``eth0`` on the bridge."""
+
+    index: int
+    name: str
+    address: str
+    interface: str = "eth0"
+    prefixlen: int = 24
+    _procs: list[subprocess.Popen] = field(default_factory=list, repr=False)
+
+    def command(self, argv: Sequence[str]) -> list[str]:
+        """``argv`` prefixed to run inside this host's namespace."""
+        if isinstance(argv, (str, bytes)):
+            raise TypeError("argv must be a list of arguments, not a string")
+        return ["ip", "netns", "exec", self.name, *map(os.fspath, argv)]
+
+    def popen(self, argv: Sequence[str], **popen_kwargs: Any) -> subprocess.Popen:
+        """Start ``argv`` inside the namespace (``subprocess.Popen`` arguments).
+
+        ``ip netns exec`` execs the command, so the Popen's pid is the
+        process itself. Processes still running at teardown are killed.
+        """
+        proc = subprocess.Popen(self.command(argv), **popen_kwargs)
+        self._procs.append(proc)
+        return proc
+
+    def run(self, argv: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess:
+        """Run ``argv`` inside the namespace to completion (``subprocess.run``)."""
+        return subprocess.run(self.command(argv), **kwargs)
+
+
+class Network:
+    """``n_hosts`` namespaces on one private bridge; a context manager.
+
+    ``subnet`` must be a private IPv4 network with room for the hosts; host
+    ``i`` gets its ``i+1``-th address. ``up()``/``down()`` may also be called
+    directly; ``down()`` is idempotent and is also run at interpreter exit.
+    """
+
+    def __init__(self, n_hosts: int, subnet: str = DEFAULT_SUBNET) -> None:
+        if n_hosts < 1:
+            raise ValueError("a network needs at least one host")
+        net = ipaddress.ip_network(subnet)
+        if not isinstance(net, ipaddress.IPv4Network) or not net.is_private or net.is_loopback:
+            raise ValueError(f"subnet {subnet} must be a private IPv4 network (e.g. 10.213.0.0/24)")
+        if net.num_addresses - 2 < n_hosts:
+            raise ValueError(f"subnet {subnet} has room for {net.num_addresses - 2} hosts, not {n_hosts}")
+        self.subnet = net
+        self.n_hosts = n_hosts
+        self.tag = secrets.token_hex(3)
+        #: Common prefix of this network's namespace names.
+        self.prefix = f"{PREFIX}{os.getpid()}-{self.tag}-"
+        self.bridge_ns = self.prefix + "br"
+        addrs = net.hosts()
+        self.hosts: list[Host] = [
+            Host(i, f"{self.prefix}h{i}", str(next(addrs)), prefixlen=net.prefixlen) for i in range(n_hosts)
+        ]
+        self._created: list[str] = []
+        self.is_up = False
+
+    # -- context manager ---------------------------------------------------
+
+    def __enter__(self) -> "Network":
+        self.up()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            self.down()
+        except Exception:
+            if exc_type is None:
+                raise
+            log.exception("teardown of network %s failed (while handling %s)", self.prefix, exc_type.__name__)
+
+    @property
+    def addresses(self) -> list[str]:
+        return [h.address for h in self.hosts]
+
+    @property
+    def namespaces(self) -> list[str]:
+        """Every namespace of this network (bridge first)."""
+        return [self.bridge_ns] + [h.name for h in self.hosts]
+
+    # -- build ---------------------------------------------------------------
+
+    def _add_namespace(self, ns: str) -> None:
+        self._created.append(ns)  # before: a half-made namespace is still deleted
+        _ip("netns", "add", ns)
+
+    def up(self) -> "Network":
+        """Create the namespaces, the bridge and the links. On failure, tear down and re-raise."""
+        if self.is_up:
+            return self
+        _live_networks.add(self)
+        try:
+            self._add_namespace(self.bridge_ns)
+            for host in self.hosts:
+                self._add_namespace(host.name)
+            self._setup_bridge()
+            for host in self.hosts:
+                self._setup_host(host)
+        except BaseException:
+            try:
+                self.down()
+            except Exception:
+                log.exception("teardown of partially built network %s failed", self.prefix)
+            raise
+        self.is_up = True
+        return self
+
+    def _setup_bridge(self) -> None:
+        lines = [
+            "link set lo up",
+            "link add br0 type bridge mcast_snooping 0 stp_state 0 forward_delay 0",
+        ]
+        for host in self.hosts:
+            lines.append(f"link add h{host.index} type veth peer name {host.interface} netns {host.name}")
+            lines.append(f"link set h{host.index} master br0")
+            lines.append(f"link set h{host.index} up")
+        lines.append("link set br0 up")
+        _ip("-n", self.bridge_ns, "-batch", "-", stdin="\n".join(lines) + "\n")
+
+    def _setup_host(self, host: Host) -> None:
+        lines = [
+            "link set lo up",
+            f"link set {host.interface} multicast on",
+            f"addr add {host.address}/{host.prefixlen} dev {host.interface}",
+            f"link set {host.interface} up",
+            f"route add default dev {host.interface}",
+        ]
+        _ip("-n", host.name, "-batch", "-", stdin="\n".join(lines) + "\n")
+
+    # -- teardown ------------------------------------------------------------
+
+    def down(self) -> None:
+        """Kill every process inside, delete every namespace. Idempotent.
+
+        Works on a partially built network; raises :class:`NetnsError` at the
+        end if something could not be removed (after trying everything).
+        """
+        errors: list[str] = []
+        for host in self.hosts:
+            for proc in host._procs:
+                if proc.poll() is None:
+                    try:
+                        proc.kill()
+                    except OSError:
+                        pass
+        existing = set(list_namespaces())
+        mine = [ns for ns in existing if ns.startswith(self.prefix)]
+        # Hosts first (deleting eth0 removes its veth peer), the bridge last.
+        order = [ns for ns in self.namespaces if ns in existing or ns in self._created]
+        order += sorted(ns for ns in mine if ns not in order)
+        order = [ns for ns in order if ns != self.bridge_ns] + [ns for ns in order if ns == self.bridge_ns]
+        for ns in order:
+            try:
+                delete_namespace(ns)
+            except Exception as e:  # keep going: remove all we can
+                errors.append(f"{ns}: {e}")
+        for host in self.hosts:
+            for proc in host._procs:
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    errors.append(f"process {proc.pid} in {host.name} did not exit")
+            host._procs = [p for p in host._procs if p.returncode is None]
+        self._created.clear()
+        self.is_up = False
+        _live_networks.discard(self)
+        if errors:
+            raise NetnsError("teardown left things behind: " + "; ".join(errors))
+
+    def __repr__(self) -> str:
+        state = "up" if self.is_up else "down"
+        return f"<Network {self.prefix}* {self.n_hosts} hosts {self.subnet} {state}>"
+
+
+@atexit.register
+def _down_all() -> None:
+    for net in list(_live_networks):
+        try:
+            net.down()
+        except Exception:
+            log.exception("teardown of %r at exit failed", net)

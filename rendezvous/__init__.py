@@ -1,0 +1,24 @@
+"""Zero-config rendezvous for multi-node TensorFlow MultiWorkerMirroredStrategy training."""
+
+from .errors import (
+    AddressError,
+    ConfigError,
+    CoordinatorError,
+    LaunchError,
+    MembershipError,
+    RendezvousError,
+    RendezvousTimeout,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AddressError",
+    "ConfigError",
+    "CoordinatorError",
+    "LaunchError",
+    "MembershipError",
+    "RendezvousError",
+    "RendezvousTimeout",
+    "__version__",
+]

@@ -1,0 +1,128 @@
+"""The peer side: one Join stream to the coordinator, read as domain events."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Optional, Union
+
+import grpc
+
+from ..core.peer import Peer
+from ..core.tf_config import Membership
+from ..v1 import rendezvous_pb2 as pb
+from ..v1 import rendezvous_pb2_grpc as pb_grpc
+from . import _wire
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    joined: tuple[Peer, ...]
+    expect: int
+
+
+@dataclass(frozen=True)
+class Frozen:
+    membership: Membership
+    digest: str  # as the coordinator computed it
+
+
+@dataclass(frozen=True)
+class Released:
+    pass
+
+
+@dataclass(frozen=True)
+class Redirected:
+    coordinator: Optional[Peer]
+    reason: str
+
+
+@dataclass(frozen=True)
+class Rejected:
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Aborted:
+    reason: str
+
+
+CoordinatorEvent = Union[Waiting, Frozen, Released, Redirected, Rejected, Aborted]
+
+
+class SessionLost(Exception):
+    """The stream to the coordinator ended or could not be opened."""
+
+
+class JoinSession:
+    """A Join stream from `me` to the coordinator at `endpoint`."""
+
+    def __init__(self, endpoint: str, me: Peer, job: str, round: int, expect: int) -> None:
+        self.endpoint = endpoint
+        self._me = me
+        self._job = job
+        self._round = round
+        self._expect = expect
+        self._channel = grpc.aio.insecure_channel(endpoint, options=_wire.CHANNEL_OPTIONS)
+        self._call = pb_grpc.RendezvousStub(self._channel).Join()
+
+    def _message(self, **body: object) -> pb.PeerMessage:
+        return pb.PeerMessage(header=_wire.header(self._job, self._round, self._me.node_id), **body)
+
+    async def _write(self, message: pb.PeerMessage) -> None:
+        try:
+            await self._call.write(message)
+        except (grpc.aio.AioRpcError, grpc.aio.UsageError, RuntimeError) as exc:
+            raise SessionLost(f"stream to {self.endpoint} broke: {exc}") from None
+
+    async def join(self) -> None:
+        await self._write(self._message(join=pb.JoinRequest(peer=_wire.peer_to_pb(self._me), expect=self._expect)))
+
+    async def ready(self, digest: str) -> None:
+        await self._write(self._message(ready=pb.Ready(cluster_digest=digest)))
+
+    async def finished(self, exit_code: int) -> None:
+        await self._write(self._message(finished=pb.Finished(exit_code=exit_code)))
+        await self._call.done_writing()
+
+    async def receive(self) -> CoordinatorEvent:
+        try:
+            message = await self._call.read()
+        except grpc.aio.AioRpcError as exc:
+            raise SessionLost(f"{self.endpoint}: {exc.code().name} {exc.details()}") from None
+        if message is grpc.aio.EOF:
+            raise SessionLost(f"{self.endpoint} closed the stream")
+        return self._event(message)
+
+    def _event(self, message: pb.CoordinatorMessage) -> CoordinatorEvent:
+        kind = message.WhichOneof("body")
+        try:
+            if kind == "waiting":
+                joined = tuple(_wire.peer_from_pb(p) for p in message.waiting.joined)
+                return Waiting(joined, message.waiting.expect)
+            if kind == "frozen":
+                members = tuple(_wire.peer_from_pb(p) for p in message.frozen.members)
+                membership = Membership(job=message.header.job, round=message.header.round, members=members)
+                return Frozen(membership, message.frozen.cluster_digest)
+        except ValueError as exc:
+            return Aborted(f"coordinator {self.endpoint} sent an invalid member list: {exc}")
+        if kind == "release":
+            return Released()
+        if kind == "redirect":
+            return Redirected(
+                _wire.optional_peer_from_pb(message.redirect.coordinator), message.redirect.reason
+            )
+        if kind == "rejected":
+            reason = pb.Rejected.Reason.Name(message.rejected.reason)
+            return Rejected(reason, message.rejected.message)
+        if kind == "aborted":
+            return Aborted(message.aborted.reason)
+        return Aborted(f"coordinator {self.endpoint} sent an unknown message {kind!r}")
+
+    async def close(self) -> None:
+        self._call.cancel()
+        await self._channel.close()

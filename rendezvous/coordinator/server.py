@@ -1,0 +1,186 @@
+"""The coordinator side: a grpc.aio servicer that applies the pure round state machine."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable, Optional
+
+import grpc
+
+from ..core import round as rounds
+from ..core.advert import PROTOCOL_VERSION
+from ..core.peer import Peer
+from ..core.round import Action, RejectReason, Round, RoundPhase, Step
+from ..core.view import Target
+from ..v1 import rendezvous_pb2 as pb
+from ..v1 import rendezvous_pb2_grpc as pb_grpc
+from . import _wire
+
+log = logging.getLogger(__name__)
+
+_REASONS = {
+    RejectReason.EXPECT_MISMATCH: pb.Rejected.EXPECT_MISMATCH,
+    RejectReason.ALREADY_FROZEN: pb.Rejected.ALREADY_FROZEN,
+    RejectReason.DUPLICATE_NODE: pb.Rejected.DUPLICATE_NODE,
+    RejectReason.ENDPOINT_CLASH: pb.Rejected.ENDPOINT_CLASH,
+    RejectReason.NOT_A_MEMBER: pb.Rejected.BAD_REQUEST,
+}
+
+# Closes a peer's outbound queue.
+_END = None
+
+
+class CoordinatorService(pb_grpc.RendezvousServicer):
+    """Serves Join on every node; only the node that is the coordinator admits peers.
+
+    `target` tells which endpoint this node currently believes is the coordinator: while
+    the round gathers, a node that is not it redirects every peer there.
+    """
+
+    def __init__(self, me: Peer, job: str, expect: int, target: Callable[[], Target]) -> None:
+        self._me = me
+        self._target = target
+        self.round = Round(job=job, expect=expect)
+        self._outboxes: dict[str, asyncio.Queue[Optional[pb.CoordinatorMessage]]] = {}
+        self.status: Callable[[], pb.StatusResponse] = lambda: pb.StatusResponse()
+
+    # -- applying decisions -------------------------------------------------------
+
+    def _message(self, **body: object) -> pb.CoordinatorMessage:
+        return pb.CoordinatorMessage(
+            header=_wire.header(self.round.job, self.round.number, self._me.node_id), **body
+        )
+
+    def _broadcast(self, message: Optional[pb.CoordinatorMessage]) -> None:
+        for outbox in self._outboxes.values():
+            outbox.put_nowait(message)
+
+    def _apply(self, step: Step) -> None:
+        self.round = state = step.state
+        if step.action is Action.BROADCAST_WAITING:
+            log.info(
+                "coordinating job %r: %d/%d peers joined",
+                state.job, len(state.joined), state.expect,
+            )
+            waiting = pb.Waiting(joined=_wire.peers_to_pb(state.joined), expect=state.expect)
+            self._broadcast(self._message(waiting=waiting))
+        elif step.action is Action.BROADCAST_FROZEN and state.membership:
+            membership = state.membership
+            log.info(
+                "froze job %r round %d: %s",
+                state.job, state.number, ", ".join(p.tf_endpoint for p in membership.members),
+            )
+            frozen = pb.Frozen(
+                members=_wire.peers_to_pb(membership.members), cluster_digest=membership.digest
+            )
+            self._broadcast(self._message(frozen=frozen))
+        elif step.action is Action.RELEASE:
+            log.info("all %d members ready: releasing", len(state.ready))
+            self._broadcast(self._message(release=pb.Release()))
+        elif step.action is Action.ABORT:
+            log.error("round %d of job %r aborted: %s", state.number, state.job, state.abort_reason)
+            self._broadcast(self._message(aborted=pb.Aborted(reason=state.abort_reason or "")))
+            self._broadcast(_END)
+
+    def follow(self, target: Target) -> None:
+        """The view changed: if someone else is now the coordinator, send everyone there."""
+        if self.round.phase is not RoundPhase.GATHERING or target.endpoint == self._me.endpoint:
+            return
+        if not self._outboxes:
+            return
+        log.info("peer %s is lower: redirecting %d peers", target.endpoint, len(self._outboxes))
+        redirect = pb.Redirect(reason="a peer with a lower address is the coordinator")
+        if target.peer is not None:
+            redirect.coordinator.CopyFrom(_wire.peer_to_pb(target.peer))
+        self._broadcast(self._message(redirect=redirect))
+        self._broadcast(_END)
+        self.round = Round(job=self.round.job, expect=self.round.expect, number=self.round.number)
+
+    # -- RPCs ---------------------------------------------------------------------
+
+    async def Join(self, request_iterator, context: grpc.aio.ServicerContext) -> None:  # noqa: N802
+        first = await context.read()
+        if first is grpc.aio.EOF or first.WhichOneof("body") != "join":
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "first message must be a join")
+        rejection = self._check_header(first.header)
+        if rejection is not None:
+            await context.write(rejection)
+            return
+        try:
+            peer = _wire.peer_from_pb(first.join.peer)
+        except (ValueError, TypeError) as exc:
+            await context.write(self._rejected(pb.Rejected.BAD_REQUEST, f"bad peer: {exc}"))
+            return
+        target = self._target()
+        if self.round.phase is RoundPhase.GATHERING and target.endpoint != self._me.endpoint:
+            redirect = pb.Redirect(reason=f"{self._me.endpoint} is not the coordinator")
+            if target.peer is not None:
+                redirect.coordinator.CopyFrom(_wire.peer_to_pb(target.peer))
+            await context.write(self._message(redirect=redirect))
+            return
+        step = rounds.join(self.round, peer, first.join.expect)
+        if step.rejection is not None:
+            log.warning("rejected %s: %s", peer.describe(), step.rejection.message)
+            await context.write(self._rejected(_REASONS[step.rejection.reason], step.rejection.message))
+            return
+        outbox: asyncio.Queue[Optional[pb.CoordinatorMessage]] = asyncio.Queue()
+        self._outboxes[peer.node_id] = outbox
+        reader = asyncio.create_task(self._read(context, peer, outbox), name=f"read-{peer.node_id}")
+        try:
+            self._apply(step)
+            while (message := await outbox.get()) is not _END:
+                await context.write(message)
+        finally:
+            reader.cancel()
+            if self._outboxes.get(peer.node_id) is outbox:
+                del self._outboxes[peer.node_id]
+                self._apply(rounds.leave(self.round, peer.node_id))
+
+    async def _read(self, context: grpc.aio.ServicerContext, peer: Peer, outbox: asyncio.Queue) -> None:
+        try:
+            while (message := await context.read()) is not grpc.aio.EOF:
+                kind = message.WhichOneof("body")
+                if kind == "ready":
+                    self._apply(rounds.ready(self.round, peer.node_id, message.ready.cluster_digest))
+                elif kind == "finished":
+                    log.info("%s finished with exit code %d", peer.describe(), message.finished.exit_code)
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+            pass
+        outbox.put_nowait(_END)
+
+    async def Status(self, request: pb.StatusRequest, context: grpc.aio.ServicerContext) -> pb.StatusResponse:  # noqa: N802
+        return self.status()
+
+    def _check_header(self, header: pb.Header) -> Optional[pb.CoordinatorMessage]:
+        if header.protocol_version != PROTOCOL_VERSION:
+            return self._rejected(
+                pb.Rejected.VERSION_MISMATCH,
+                f"protocol version {header.protocol_version}, coordinator speaks {PROTOCOL_VERSION}",
+            )
+        if header.job != self.round.job:
+            return self._rejected(
+                pb.Rejected.BAD_REQUEST,
+                f"job {header.job!r} asked a node of job {self.round.job!r}",
+            )
+        return None
+
+    def _rejected(self, reason: int, message: str) -> pb.CoordinatorMessage:
+        return self._message(rejected=pb.Rejected(reason=reason, message=message))
+
+
+def bind_server(host: str, port: int) -> tuple[grpc.aio.Server, int]:
+    """Create a server bound to host:port (0 = any free port); return it and the bound port."""
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError as exc:  # grpc raises RuntimeError when it cannot bind
+        raise OSError(f"cannot listen on {host}:{port}: {exc}") from None
+    if bound == 0:
+        raise OSError(f"cannot listen on {host}:{port}")
+    return server, bound
+
+
+async def serve(server: grpc.aio.Server, service: CoordinatorService) -> None:
+    pb_grpc.add_RendezvousServicer_to_server(service, server)
+    await server.start()

@@ -1,0 +1,5 @@
+"""The pure core: peers, election, membership rounds and TF_CONFIG.
+
+Nothing in here opens a socket, reads a clock or the environment, or touches asyncio:
+every function is a decision over plain values, so it can be tested exhaustively.
+"""

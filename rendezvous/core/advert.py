@@ -1,0 +1,153 @@
+"""What a node advertises over DNS-SD, and the strict parsing of what others advertise.
+
+The TXT record is untrusted input from the network: anything malformed is refused with
+`InvalidAdvert`, which discovery logs and ignores.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from enum import Enum
+from typing import Mapping, Optional, Sequence
+
+from .peer import IPAddress, Peer, parse_address
+
+SERVICE_TYPE = "_tfrendezvous._tcp.local."
+PROTOCOL_VERSION = 1
+
+JOB_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+MAX_EXPECT = 4096
+
+
+class Phase(str, Enum):
+    """Where a node is in its round, as advertised and as shown by `status`."""
+
+    WAITING = "waiting"
+    FROZEN = "frozen"
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+class InvalidAdvert(ValueError):
+    """A TXT record that is not a valid rendezvous advert."""
+
+
+def validate_job(job: str) -> str:
+    if not JOB_PATTERN.match(job):
+        raise ValueError(
+            f"job name must be 1-63 characters of letters, digits, '.', '_' or '-', "
+            f"starting with a letter or digit; got {job!r}"
+        )
+    return job
+
+
+@dataclass(frozen=True)
+class Advert:
+    """One node's advertisement: its identity, its job and where it is in the round."""
+
+    peer: Peer
+    job: str
+    expect: int
+    protocol: int = PROTOCOL_VERSION
+    phase: Phase = Phase.WAITING
+    round: int = 1
+    # rendezvous endpoint (host:port) of the coordinator once the round is frozen
+    coordinator: Optional[str] = None
+
+    @property
+    def node_id(self) -> str:
+        return self.peer.node_id
+
+    @property
+    def instance_name(self) -> str:
+        return f"{self.peer.node_id}.{SERVICE_TYPE}"
+
+    @property
+    def host_name(self) -> str:
+        # One host name per node: a shared one merges A records across nodes.
+        return f"{self.peer.node_id}.local."
+
+    def with_phase(self, phase: Phase, coordinator: Optional[str] = None) -> "Advert":
+        return replace(self, phase=phase, coordinator=coordinator)
+
+    def to_txt(self) -> dict[str, str]:
+        txt = {
+            "v": str(self.protocol),
+            "job": self.job,
+            "expect": str(self.expect),
+            "node": self.peer.node_id,
+            "port": str(self.peer.port),
+            "tfport": str(self.peer.tf_port),
+            "phase": self.phase.value,
+            "round": str(self.round),
+        }
+        if self.coordinator:
+            txt["coord"] = self.coordinator
+        return txt
+
+
+def _text(props: Mapping[bytes, Optional[bytes]], key: str) -> str:
+    raw = props.get(key.encode())
+    if raw is None:
+        raise InvalidAdvert(f"missing TXT key {key!r}")
+    try:
+        return raw.decode("ascii")
+    except (UnicodeDecodeError, AttributeError):
+        raise InvalidAdvert(f"TXT key {key!r} is not ASCII: {raw!r}") from None
+
+
+def _int(props: Mapping[bytes, Optional[bytes]], key: str, low: int, high: int) -> int:
+    text = _text(props, key)
+    if not text.isdigit():
+        raise InvalidAdvert(f"TXT key {key!r} is not a number: {text!r}")
+    value = int(text)
+    if not low <= value <= high:
+        raise InvalidAdvert(f"TXT key {key!r} out of range {low}..{high}: {value}")
+    return value
+
+
+def read_protocol(props: Mapping[bytes, Optional[bytes]]) -> int:
+    """The protocol version of a TXT record, read before anything else is trusted."""
+    return _int(props, "v", 0, 65535)
+
+
+def decode_advert(
+    props: Mapping[bytes, Optional[bytes]], addresses: Sequence[str], srv_port: int
+) -> Advert:
+    """Build an Advert from a resolved service; raise InvalidAdvert for anything off."""
+    protocol = read_protocol(props)
+    if protocol != PROTOCOL_VERSION:
+        raise InvalidAdvert(f"protocol version {protocol}, this node speaks {PROTOCOL_VERSION}")
+    job = _text(props, "job")
+    try:
+        validate_job(job)
+    except ValueError as exc:
+        raise InvalidAdvert(str(exc)) from None
+    expect = _int(props, "expect", 1, MAX_EXPECT)
+    port = _int(props, "port", 1, 65535)
+    if port != srv_port:
+        raise InvalidAdvert(f"TXT port {port} differs from SRV port {srv_port}")
+    tf_port = _int(props, "tfport", 1, 65535)
+    round_ = _int(props, "round", 1, 2**63 - 1)
+    try:
+        phase = Phase(_text(props, "phase"))
+    except ValueError:
+        raise InvalidAdvert(f"unknown phase {props.get(b'phase')!r}") from None
+    coordinator = _text(props, "coord") if b"coord" in props else None
+    if not addresses:
+        raise InvalidAdvert("no address")
+    try:
+        address: IPAddress = parse_address(addresses[0])
+        peer = Peer(node_id=_text(props, "node"), address=address, port=port, tf_port=tf_port)
+    except ValueError as exc:
+        raise InvalidAdvert(str(exc)) from None
+    return Advert(
+        peer=peer,
+        job=job,
+        expect=expect,
+        protocol=protocol,
+        phase=phase,
+        round=round_,
+        coordinator=coordinator,
+    )

@@ -1,0 +1,89 @@
+"""Peers as ordered values, and the election of the coordinator."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from functools import total_ordering
+from typing import Iterable, Union
+
+IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
+
+NODE_ID_PATTERN = re.compile(r"^[0-9a-f]{8,32}$")
+
+
+def parse_address(text: str) -> IPAddress:
+    """Parse a numeric IP address; host names are refused (they hang on bad DNS)."""
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        raise ValueError(f"not a numeric IP address: {text!r}") from None
+
+
+def _check_port(name: str, value: int) -> None:
+    if not 0 < value < 65536:
+        raise ValueError(f"{name} must be in 1..65535, got {value!r}")
+
+
+@total_ordering
+@dataclass(frozen=True, eq=True)
+class Peer:
+    """One node of a job: who it is, where its rendezvous server listens, its TF port.
+
+    Peers order by address in numeric order (so 10.0.0.9 < 10.0.0.10), then gRPC port,
+    then node id; IPv4 sorts before IPv6.
+    """
+
+    node_id: str
+    address: IPAddress
+    port: int
+    tf_port: int
+
+    def __post_init__(self) -> None:
+        if not NODE_ID_PATTERN.match(self.node_id):
+            raise ValueError(f"node id must be 8-32 lowercase hex digits, got {self.node_id!r}")
+        if not isinstance(self.address, (ipaddress.IPv4Address, ipaddress.IPv6Address)):
+            raise TypeError(f"address must be an ipaddress object, got {self.address!r}")
+        _check_port("port", self.port)
+        _check_port("tf_port", self.tf_port)
+
+    @property
+    def sort_key(self) -> tuple[int, int, int, str]:
+        return (self.address.version, int(self.address), self.port, self.node_id)
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, Peer):
+            return NotImplemented
+        return self.sort_key < other.sort_key
+
+    @property
+    def host(self) -> str:
+        """The address as it appears in a host:port endpoint."""
+        return f"[{self.address}]" if self.address.version == 6 else str(self.address)
+
+    @property
+    def endpoint(self) -> str:
+        """host:port of the rendezvous gRPC server."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def tf_endpoint(self) -> str:
+        """host:port of the TensorFlow worker, as it appears in TF_CONFIG."""
+        return f"{self.host}:{self.tf_port}"
+
+    def describe(self) -> str:
+        return f"{self.address} ({self.node_id})"
+
+
+def elect_coordinator(peers: Iterable[Peer]) -> Peer:
+    """The coordinator is the lowest peer in numeric address order."""
+    try:
+        return min(peers)
+    except ValueError:
+        raise ValueError("cannot elect a coordinator among no peers") from None
+
+
+def describe_peers(peers: Iterable[Peer]) -> str:
+    text = ", ".join(p.describe() for p in sorted(peers))
+    return text or "none"

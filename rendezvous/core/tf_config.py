@@ -1,0 +1,89 @@
+"""The membership a round freezes, and the TF_CONFIG / environment each member gets."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Mapping
+
+from .peer import Peer
+
+
+@dataclass(frozen=True)
+class Membership:
+    """The frozen, ordered member list of one round. Index i is TensorFlow worker i."""
+
+    job: str
+    round: int
+    members: tuple[Peer, ...]
+
+    def __post_init__(self) -> None:
+        if not self.members:
+            raise ValueError("a membership needs at least one member")
+        if list(self.members) != sorted(self.members):
+            raise ValueError("members must be sorted by address")
+        ids = [p.node_id for p in self.members]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"duplicate node ids in membership: {ids}")
+
+    @classmethod
+    def freeze(cls, job: str, round: int, peers: "frozenset[Peer] | list[Peer] | tuple[Peer, ...]") -> "Membership":
+        return cls(job=job, round=round, members=tuple(sorted(peers)))
+
+    @property
+    def world_size(self) -> int:
+        return len(self.members)
+
+    @property
+    def coordinator(self) -> Peer:
+        return self.members[0]
+
+    def rank_of(self, node_id: str) -> int:
+        for rank, peer in enumerate(self.members):
+            if peer.node_id == node_id:
+                return rank
+        raise KeyError(f"node {node_id} is not a member of job {self.job!r} round {self.round}")
+
+    @property
+    def digest(self) -> str:
+        return cluster_digest(self)
+
+
+def cluster_digest(membership: Membership) -> str:
+    """A digest of everything every worker must agree on: job, round, ordered endpoints."""
+    canonical = json.dumps(
+        {
+            "job": membership.job,
+            "round": membership.round,
+            "workers": [[p.node_id, p.tf_endpoint] for p in membership.members],
+        },
+        separators=(",", ":"),
+        sort_keys=True,
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def build_tf_config(membership: Membership, rank: int) -> dict:
+    """TF_CONFIG for worker `rank`: the same ordered cluster list on every worker."""
+    if not 0 <= rank < membership.world_size:
+        raise ValueError(f"rank {rank} out of range for {membership.world_size} workers")
+    return {
+        "cluster": {"worker": [p.tf_endpoint for p in membership.members]},
+        "task": {"type": "worker", "index": rank},
+    }
+
+
+def launch_environment(membership: Membership, node_id: str) -> Mapping[str, str]:
+    """The variables a member's command gets on top of the inherited environment."""
+    rank = membership.rank_of(node_id)
+    return {
+        "TF_CONFIG": json.dumps(build_tf_config(membership, rank), separators=(",", ":")),
+        "RENDEZVOUS_RANK": str(rank),
+        "RENDEZVOUS_WORLD_SIZE": str(membership.world_size),
+        "RENDEZVOUS_JOB": membership.job,
+        "RENDEZVOUS_ROUND": str(membership.round),
+        "RENDEZVOUS_NODE_ID": node_id,
+        "RENDEZVOUS_COORDINATOR": membership.coordinator.endpoint,
+        "RENDEZVOUS_CLUSTER_DIGEST": membership.digest,
+    }

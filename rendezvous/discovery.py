@@ -1,0 +1,140 @@
+"""DNS-SD over mDNS (python-zeroconf): advertise this node, discover the others.
+
+Zeroconf binds only the chosen address. Browser callbacks only enqueue; one task resolves
+services and hands decoded adverts to the caller. Junk records are logged and ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Callable, Optional, Union
+
+from zeroconf import IPVersion, ServiceStateChange
+from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZeroconf
+
+from .core.advert import SERVICE_TYPE, Advert, InvalidAdvert, decode_advert
+from .core.peer import IPAddress
+
+log = logging.getLogger(__name__)
+
+RESOLVE_TIMEOUT_MS = 3000
+
+
+@dataclass(frozen=True)
+class Seen:
+    advert: Advert
+
+
+@dataclass(frozen=True)
+class Gone:
+    node_id: str
+
+
+DiscoveryEvent = Union[Seen, Gone]
+
+
+def _node_id_of(name: str) -> str:
+    return name[: -len(SERVICE_TYPE) - 1] if name.endswith("." + SERVICE_TYPE) else name
+
+
+class Discovery:
+    """Advertises `advert` on `address` and reports every other rendezvous node it sees."""
+
+    def __init__(
+        self,
+        address: IPAddress,
+        advert: Advert,
+        on_event: Callable[[DiscoveryEvent], None],
+    ) -> None:
+        self._address = address
+        self._advert = advert
+        self._on_event = on_event
+        self._zc: Optional[AsyncZeroconf] = None
+        self._browser: Optional[AsyncServiceBrowser] = None
+        self._info: Optional[AsyncServiceInfo] = None
+        self._changes: asyncio.Queue[tuple[str, ServiceStateChange]] = asyncio.Queue()
+        self._worker: Optional[asyncio.Task] = None
+
+    def _service_info(self, advert: Advert) -> AsyncServiceInfo:
+        return AsyncServiceInfo(
+            SERVICE_TYPE,
+            advert.instance_name,
+            addresses=[self._address.packed],
+            port=advert.peer.port,
+            properties=advert.to_txt(),
+            server=advert.host_name,
+        )
+
+    async def start(self) -> None:
+        version = IPVersion.V4Only if self._address.version == 4 else IPVersion.V6Only
+        self._zc = AsyncZeroconf(interfaces=[str(self._address)], ip_version=version)
+        self._info = self._service_info(self._advert)
+        # Instance names are random node ids, so name probing (~1.2 s) buys nothing.
+        await self._zc.async_register_service(self._info, cooperating_responders=True)
+        self._worker = asyncio.create_task(self._resolve_changes(), name="discovery-resolve")
+        self._browser = AsyncServiceBrowser(
+            self._zc.zeroconf, SERVICE_TYPE, handlers=[self._on_state_change]
+        )
+        log.debug("advertising %s on %s", self._advert.instance_name, self._address)
+
+    async def update(self, advert: Advert) -> None:
+        """Re-announce changed TXT fields (phase, coordinator)."""
+        self._advert = advert
+        if self._zc is None:
+            return
+        self._info = self._service_info(advert)
+        await self._zc.async_update_service(self._info)
+
+    async def close(self) -> None:
+        """Say goodbye (so peers drop this node at once) and release the sockets."""
+        if self._browser is not None:
+            await self._browser.async_cancel()
+        if self._worker is not None:
+            self._worker.cancel()
+            await asyncio.gather(self._worker, return_exceptions=True)
+        if self._zc is not None:
+            if self._info is not None:
+                await self._zc.async_unregister_service(self._info)
+            await self._zc.async_close()
+            self._zc = None
+
+    def _on_state_change(
+        self,
+        zeroconf: object,
+        service_type: str,
+        name: str,
+        state_change: ServiceStateChange,
+    ) -> None:
+        self._changes.put_nowait((name, state_change))
+
+    async def _resolve_changes(self) -> None:
+        while True:
+            name, change = await self._changes.get()
+            node_id = _node_id_of(name)
+            if node_id == self._advert.node_id:
+                continue
+            if change is ServiceStateChange.Removed:
+                self._on_event(Gone(node_id))
+                continue
+            advert = await self._resolve(name)
+            if advert is not None:
+                self._on_event(Seen(advert))
+
+    async def _resolve(self, name: str) -> Optional[Advert]:
+        assert self._zc is not None
+        info = AsyncServiceInfo(SERVICE_TYPE, name)
+        try:
+            if not await info.async_request(self._zc.zeroconf, RESOLVE_TIMEOUT_MS):
+                log.debug("could not resolve %s", name)
+                return None
+            addresses = info.parsed_addresses(
+                IPVersion.V4Only if self._address.version == 4 else IPVersion.V6Only
+            )
+            return decode_advert(info.properties or {}, addresses, info.port or 0)
+        except InvalidAdvert as exc:
+            log.debug("ignoring service %s: %s", name, exc)
+        except Exception:  # a malformed record must never take the daemon down
+            log.debug("ignoring service %s: could not decode it", name, exc_info=True)
+        return None

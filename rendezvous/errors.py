@@ -1,0 +1,45 @@
+"""The error hierarchy. The CLI maps each class to its exit code."""
+
+from __future__ import annotations
+
+
+class RendezvousError(Exception):
+    """Base class of every error rendezvous raises on purpose."""
+
+    exit_code = 1
+
+
+class ConfigError(RendezvousError):
+    """An option or config value is invalid."""
+
+    exit_code = 2
+
+
+class RendezvousTimeout(RendezvousError):
+    """The rendezvous did not complete within --timeout."""
+
+    exit_code = 3
+
+
+class MembershipError(RendezvousError):
+    """This peer cannot be part of the job (job already frozen, conflicting --expect, clash)."""
+
+    exit_code = 4
+
+
+class AddressError(RendezvousError):
+    """No usable network address, or the one asked for is not on this machine."""
+
+    exit_code = 5
+
+
+class CoordinatorError(RendezvousError):
+    """The coordinator aborted the round or could not be reached after the freeze."""
+
+    exit_code = 6
+
+
+class LaunchError(RendezvousError):
+    """The command could not be started."""
+
+    exit_code = 127

@@ -1,0 +1,298 @@
+"""Wiring: one node's discovery, coordinator service, Join client and launcher on one loop.
+
+    address -> TF port reservation -> gRPC server -> mDNS advert + browser
+            -> rendezvous (join the lowest peer until released) -> command
+    shutdown, in order: command, Join stream, gRPC server, mDNS goodbye, zeroconf close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import signal
+from typing import Awaitable, Optional, TypeVar
+
+from .address import choose_address
+from .config import JoinConfig
+from .coordinator import (
+    Aborted,
+    CoordinatorService,
+    Frozen,
+    JoinSession,
+    Redirected,
+    Rejected,
+    Released,
+    SessionLost,
+    Waiting,
+    bind_server,
+    serve,
+)
+from .core.advert import Advert, Phase
+from .core.peer import Peer, describe_peers
+from .core.tf_config import Membership, launch_environment
+from .core.view import PeerView, Target
+from .discovery import Discovery, DiscoveryEvent, Gone, Seen
+from .errors import AddressError, CoordinatorError, MembershipError, RendezvousTimeout
+from .launcher import Launcher, PortReservation
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class _Stopped(Exception):
+    """A stop signal arrived while waiting."""
+
+
+def new_node_id() -> str:
+    """Random per process: never the host name, which cloned disk images share."""
+    return secrets.token_hex(6)
+
+
+class Node:
+    def __init__(self, config: JoinConfig, node_id: Optional[str] = None) -> None:
+        self.config = config
+        self.node_id = node_id or new_node_id()
+        self.launcher = Launcher()
+        self._view: Optional[PeerView] = None
+        self._service: Optional[CoordinatorService] = None
+        self._discovery: Optional[Discovery] = None
+        self._view_changed = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._stop_signal: Optional[int] = None
+        self._tasks: set[asyncio.Task] = set()
+        self._last_progress = ""
+
+    @property
+    def view(self) -> PeerView:
+        assert self._view is not None
+        return self._view
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    async def run(self) -> int:
+        """Rendezvous, run the command, and return its exit code."""
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, self._on_signal, signum)
+        try:
+            return await self._run()
+        finally:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(signum)
+
+    def _on_signal(self, signum: int) -> None:
+        name = signal.Signals(signum).name
+        if self._stop_signal is not None:
+            if signum == signal.SIGINT:
+                log.warning("second %s: killing the command now", name)
+                self.launcher.kill()
+            return
+        log.info("received %s: stopping", name)
+        self._stop_signal = signum
+        self._stopping.set()
+
+    async def _run(self) -> int:
+        config = self.config
+        choice = choose_address(config.address, config.interface)
+        address = choice.address
+        log.info("node %s uses %s: %s", self.node_id, address, choice.reason)
+        reservation = PortReservation(config.tf_port, ipv6=address.version == 6)
+        host = f"[{address}]" if address.version == 6 else str(address)
+        try:
+            server, port = bind_server(host, config.port)
+        except OSError as exc:
+            reservation.release()
+            raise AddressError(f"--port {config.port}: {exc}") from None
+        me = Peer(node_id=self.node_id, address=address, port=port, tf_port=reservation.port)
+        self._view = PeerView(Advert(peer=me, job=config.job, expect=config.expect))
+        self._service = CoordinatorService(me, config.job, config.expect, target=lambda: self.view.target())
+        session: Optional[JoinSession] = None
+        try:
+            await serve(server, self._service)
+            self._discovery = Discovery(address, self.view.me, on_event=self._on_discovery)
+            await self._discovery.start()
+            self._report_progress()
+            try:
+                membership, session = await self._until_stopped(self._rendezvous(me), config.timeout)
+            except _Stopped:
+                return 128 + (self._stop_signal or signal.SIGTERM)
+            rank = membership.rank_of(self.node_id)
+            env = launch_environment(membership, self.node_id)
+            reservation.release()
+            await self.launcher.start(config.command, env)
+            self._advertise(Phase.RUNNING, membership)
+            log.info("worker %d of %d: TF_CONFIG=%s", rank, membership.world_size, env["TF_CONFIG"])
+            try:
+                code = await self._until_stopped(self.launcher.wait())
+            except _Stopped:
+                code = await self.launcher.stop(config.stop_grace)
+            log.info("command exited with code %d", code)
+            await self._say_finished(session, code)
+            return code
+        finally:
+            reservation.release()
+            await self.launcher.stop(config.stop_grace)
+            if session is not None:
+                await session.close()
+            for task in self._tasks:
+                task.cancel()
+            await server.stop(grace=0.5)
+            if self._discovery is not None:
+                await self._discovery.close()
+
+    async def _until_stopped(self, awaitable: Awaitable[T], timeout: Optional[float] = None) -> T:
+        """Await `awaitable` unless a stop signal or the timeout comes first."""
+        work = asyncio.ensure_future(awaitable)
+        stop = asyncio.ensure_future(self._stopping.wait())
+        try:
+            done, _ = await asyncio.wait({work, stop}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if work in done:
+            return work.result()
+        work.cancel()
+        await asyncio.gather(work, return_exceptions=True)
+        if stop in done:
+            raise _Stopped()
+        raise RendezvousTimeout(
+            f"no rendezvous within --timeout {timeout:g}s: {self.view.missing_summary()}. "
+            "Check that every node runs the same --job and --expect and that multicast "
+            "(UDP 5353) passes between them"
+        )
+
+    async def _say_finished(self, session: JoinSession, code: int) -> None:
+        try:
+            await asyncio.wait_for(session.finished(code), timeout=1.0)
+        except (SessionLost, asyncio.TimeoutError, Exception):
+            log.debug("could not report the exit code to the coordinator", exc_info=True)
+
+    # -- discovery -----------------------------------------------------------------
+
+    def _on_discovery(self, event: DiscoveryEvent) -> None:
+        if isinstance(event, Seen):
+            self._view = self.view.seen(event.advert)
+        elif isinstance(event, Gone):
+            self._view = self.view.gone(event.node_id)
+        assert self._service is not None
+        self._service.follow(self.view.target())
+        self._report_progress()
+        self._view_changed.set()
+
+    def _report_progress(self) -> None:
+        progress = self.view.progress()
+        if progress != self._last_progress:
+            self._last_progress = progress
+            log.info("%s", progress)
+
+    def _advertise(self, phase: Phase, membership: Membership) -> None:
+        advert = self.view.me.with_phase(phase, membership.coordinator.endpoint)
+        self._view = self.view.with_me(advert)
+        if self._discovery is not None:
+            task = asyncio.create_task(self._discovery.update(advert), name=f"advertise-{phase.value}")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    # -- rendezvous ----------------------------------------------------------------
+
+    def _raise_on_conflicts(self) -> None:
+        conflicts = self.view.conflicts()
+        if conflicts:
+            raise MembershipError("; ".join(conflicts))
+
+    async def _rendezvous(self, me: Peer) -> tuple[Membership, JoinSession]:
+        """Join the coordinator this node believes in, following the view, until released."""
+        while True:
+            self._raise_on_conflicts()
+            target = self.view.target()
+            session = JoinSession(target.endpoint, me, self.config.job, 1, self.config.expect)
+            try:
+                membership = await self._follow(session, target, me)
+            except SessionLost as exc:
+                log.debug("lost the coordinator %s: %s", target.endpoint, exc)
+                membership = None
+            except BaseException:
+                await session.close()
+                raise
+            if membership is not None:
+                return membership, session
+            await session.close()
+            await self._view_change_or(self.config.retry_interval)
+
+    async def _view_change_or(self, seconds: float) -> None:
+        try:
+            await asyncio.wait_for(self._view_changed.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass
+
+    async def _follow(self, session: JoinSession, target: Target, me: Peer) -> Optional[Membership]:
+        """One Join stream. Returns the membership once released, None to try again."""
+        await session.join()
+        membership: Optional[Membership] = None
+        receive = asyncio.ensure_future(session.receive())
+        try:
+            while True:
+                if membership is None:
+                    self._raise_on_conflicts()
+                    if self.view.target().endpoint != target.endpoint:
+                        return None
+                self._view_changed.clear()
+                changed = asyncio.ensure_future(self._view_changed.wait())
+                done, _ = await asyncio.wait({receive, changed}, return_when=asyncio.FIRST_COMPLETED)
+                changed.cancel()
+                if receive not in done:
+                    continue
+                try:
+                    event = receive.result()
+                except SessionLost as exc:
+                    if membership is not None:
+                        raise CoordinatorError(f"lost the coordinator after the freeze: {exc}") from None
+                    raise
+                if isinstance(event, Waiting):
+                    log.debug(
+                        "%d/%d joined at %s: %s",
+                        len(event.joined), event.expect, target.endpoint, describe_peers(event.joined),
+                    )
+                elif isinstance(event, Frozen):
+                    membership = event.membership
+                    await self._confirm(session, event, me)
+                elif isinstance(event, Released):
+                    if membership is None:
+                        raise CoordinatorError(f"coordinator {target.endpoint} released before freezing")
+                    return membership
+                elif isinstance(event, Redirected):
+                    if membership is not None:
+                        raise CoordinatorError(f"coordinator {target.endpoint} redirected after the freeze")
+                    log.debug("redirected by %s: %s", target.endpoint, event.reason)
+                    return None
+                elif isinstance(event, Rejected):
+                    raise MembershipError(event.message)
+                elif isinstance(event, Aborted):
+                    raise CoordinatorError(f"the coordinator {target.endpoint} aborted the round: {event.reason}")
+                receive = asyncio.ensure_future(session.receive())
+        finally:
+            receive.cancel()
+
+    async def _confirm(self, session: JoinSession, frozen: Frozen, me: Peer) -> None:
+        """Check the frozen list and confirm it by its digest; the coordinator compares."""
+        membership = frozen.membership
+        try:
+            rank = membership.rank_of(me.node_id)
+        except KeyError:
+            raise CoordinatorError(
+                f"the coordinator froze a membership without this node: {describe_peers(membership.members)}"
+            ) from None
+        if membership.members[rank] != me:
+            raise CoordinatorError(f"the coordinator froze this node as {membership.members[rank]}, not {me}")
+        log.info(
+            "membership frozen: worker %d of %d, coordinator %s",
+            rank, membership.world_size, membership.coordinator.describe(),
+        )
+        self._advertise(Phase.FROZEN, membership)
+        await session.ready(membership.digest)
+
+
+async def run_node(config: JoinConfig) -> int:
+    return await Node(config).run()
+

@@ -1,0 +1,186 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Header(_message.Message):
+    __slots__ = ("protocol_version", "job", "round", "sender_node_id", "auth")
+    PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    SENDER_NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    AUTH_FIELD_NUMBER: _ClassVar[int]
+    protocol_version: int
+    job: str
+    round: int
+    sender_node_id: str
+    auth: Auth
+    def __init__(self, protocol_version: _Optional[int] = ..., job: _Optional[str] = ..., round: _Optional[int] = ..., sender_node_id: _Optional[str] = ..., auth: _Optional[_Union[Auth, _Mapping]] = ...) -> None: ...
+
+class Auth(_message.Message):
+    __slots__ = ("scheme", "nonce", "timestamp_ms", "mac")
+    SCHEME_FIELD_NUMBER: _ClassVar[int]
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    MAC_FIELD_NUMBER: _ClassVar[int]
+    scheme: str
+    nonce: bytes
+    timestamp_ms: int
+    mac: bytes
+    def __init__(self, scheme: _Optional[str] = ..., nonce: _Optional[bytes] = ..., timestamp_ms: _Optional[int] = ..., mac: _Optional[bytes] = ...) -> None: ...
+
+class Peer(_message.Message):
+    __slots__ = ("node_id", "address", "port", "tf_port")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    TF_PORT_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    address: str
+    port: int
+    tf_port: int
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., port: _Optional[int] = ..., tf_port: _Optional[int] = ...) -> None: ...
+
+class PeerMessage(_message.Message):
+    __slots__ = ("header", "join", "ready", "finished")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    JOIN_FIELD_NUMBER: _ClassVar[int]
+    READY_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
+    header: Header
+    join: JoinRequest
+    ready: Ready
+    finished: Finished
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., join: _Optional[_Union[JoinRequest, _Mapping]] = ..., ready: _Optional[_Union[Ready, _Mapping]] = ..., finished: _Optional[_Union[Finished, _Mapping]] = ...) -> None: ...
+
+class JoinRequest(_message.Message):
+    __slots__ = ("peer", "expect")
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    EXPECT_FIELD_NUMBER: _ClassVar[int]
+    peer: Peer
+    expect: int
+    def __init__(self, peer: _Optional[_Union[Peer, _Mapping]] = ..., expect: _Optional[int] = ...) -> None: ...
+
+class Ready(_message.Message):
+    __slots__ = ("cluster_digest",)
+    CLUSTER_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    cluster_digest: str
+    def __init__(self, cluster_digest: _Optional[str] = ...) -> None: ...
+
+class Finished(_message.Message):
+    __slots__ = ("exit_code",)
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    exit_code: int
+    def __init__(self, exit_code: _Optional[int] = ...) -> None: ...
+
+class CoordinatorMessage(_message.Message):
+    __slots__ = ("header", "waiting", "frozen", "release", "redirect", "rejected", "aborted")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    FROZEN_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_FIELD_NUMBER: _ClassVar[int]
+    REDIRECT_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_FIELD_NUMBER: _ClassVar[int]
+    ABORTED_FIELD_NUMBER: _ClassVar[int]
+    header: Header
+    waiting: Waiting
+    frozen: Frozen
+    release: Release
+    redirect: Redirect
+    rejected: Rejected
+    aborted: Aborted
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., waiting: _Optional[_Union[Waiting, _Mapping]] = ..., frozen: _Optional[_Union[Frozen, _Mapping]] = ..., release: _Optional[_Union[Release, _Mapping]] = ..., redirect: _Optional[_Union[Redirect, _Mapping]] = ..., rejected: _Optional[_Union[Rejected, _Mapping]] = ..., aborted: _Optional[_Union[Aborted, _Mapping]] = ...) -> None: ...
+
+class Waiting(_message.Message):
+    __slots__ = ("joined", "expect")
+    JOINED_FIELD_NUMBER: _ClassVar[int]
+    EXPECT_FIELD_NUMBER: _ClassVar[int]
+    joined: _containers.RepeatedCompositeFieldContainer[Peer]
+    expect: int
+    def __init__(self, joined: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., expect: _Optional[int] = ...) -> None: ...
+
+class Frozen(_message.Message):
+    __slots__ = ("members", "cluster_digest")
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    members: _containers.RepeatedCompositeFieldContainer[Peer]
+    cluster_digest: str
+    def __init__(self, members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., cluster_digest: _Optional[str] = ...) -> None: ...
+
+class Release(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Redirect(_message.Message):
+    __slots__ = ("coordinator", "reason")
+    COORDINATOR_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    coordinator: Peer
+    reason: str
+    def __init__(self, coordinator: _Optional[_Union[Peer, _Mapping]] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class Rejected(_message.Message):
+    __slots__ = ("reason", "message")
+    class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        REASON_UNSPECIFIED: _ClassVar[Rejected.Reason]
+        EXPECT_MISMATCH: _ClassVar[Rejected.Reason]
+        ALREADY_FROZEN: _ClassVar[Rejected.Reason]
+        DUPLICATE_NODE: _ClassVar[Rejected.Reason]
+        ENDPOINT_CLASH: _ClassVar[Rejected.Reason]
+        VERSION_MISMATCH: _ClassVar[Rejected.Reason]
+        BAD_REQUEST: _ClassVar[Rejected.Reason]
+    REASON_UNSPECIFIED: Rejected.Reason
+    EXPECT_MISMATCH: Rejected.Reason
+    ALREADY_FROZEN: Rejected.Reason
+    DUPLICATE_NODE: Rejected.Reason
+    ENDPOINT_CLASH: Rejected.Reason
+    VERSION_MISMATCH: Rejected.Reason
+    BAD_REQUEST: Rejected.Reason
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    reason: Rejected.Reason
+    message: str
+    def __init__(self, reason: _Optional[_Union[Rejected.Reason, str]] = ..., message: _Optional[str] = ...) -> None: ...
+
+class Aborted(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class StatusRequest(_message.Message):
+    __slots__ = ("header",)
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    header: Header
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ...) -> None: ...
+
+class StatusResponse(_message.Message):
+    __slots__ = ("header", "self", "phase", "expect", "coordinator", "members", "tf_config", "rank", "seen", "trainer_pid", "trainer_uptime_seconds")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    SELF_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    EXPECT_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    TF_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    SEEN_FIELD_NUMBER: _ClassVar[int]
+    TRAINER_PID_FIELD_NUMBER: _ClassVar[int]
+    TRAINER_UPTIME_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    header: Header
+    self: Peer
+    phase: str
+    expect: int
+    coordinator: Peer
+    members: _containers.RepeatedCompositeFieldContainer[Peer]
+    tf_config: str
+    rank: int
+    seen: _containers.RepeatedCompositeFieldContainer[Peer]
+    trainer_pid: int
+    trainer_uptime_seconds: float
+    def __init__(self_, header: _Optional[_Union[Header, _Mapping]] = ..., self: _Optional[_Union[Peer, _Mapping]] = ..., phase: _Optional[str] = ..., expect: _Optional[int] = ..., coordinator: _Optional[_Union[Peer, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., tf_config: _Optional[str] = ..., rank: _Optional[int] = ..., seen: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., trainer_pid: _Optional[int] = ..., trainer_uptime_seconds: _Optional[float] = ...) -> None: ...

@@ -1,0 +1,200 @@
+"""Command line of the trainer: ``python -m trainer [options]``.
+
+This module does not import TensorFlow. It parses the options, reads
+TF_CONFIG, loads and checks the data, and only then imports the training code.
+
+Exit codes: 0 training finished; 1 training failed; 2 bad options, bad
+TF_CONFIG, missing or malformed data, or TensorFlow / tf-keras not installed;
+3 the cluster broke up (a peer was lost or a collective timed out), so the
+job can be restarted, resuming from --backup-dir if given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+from trainer import INSTALL_HINT, ConfigError
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_CONFIG = 2
+EXIT_CLUSTER = 3
+
+DATASETS = ("digits", "cifar10", "synthetic")
+MODELS = ("small_cnn", "resnet56")
+DEFAULT_LR = {"adam": 1e-3, "sgd": 0.1}
+DEFAULT_OPTIMIZER = {"small_cnn": "adam", "resnet56": "sgd"}
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """What TF_CONFIG says about this process, read without TensorFlow."""
+
+    task_type: str | None
+    task_index: int
+    num_workers: int
+    worker_index: int  # global rank: chief first, then workers
+
+    @property
+    def distributed(self) -> bool:
+        return self.task_type is not None
+
+    @property
+    def is_chief(self) -> bool:
+        return self.worker_index == 0
+
+
+def read_tf_config(environ=os.environ) -> ClusterInfo:
+    raw = environ.get("TF_CONFIG", "").strip()
+    if not raw:
+        return ClusterInfo(None, 0, 1, 0)
+    try:
+        conf = json.loads(raw)
+        cluster = conf["cluster"]
+        task = conf["task"]
+        task_type = task["type"]
+        task_index = int(task["index"])
+        chiefs = list(cluster.get("chief", []))
+        workers = list(cluster.get("worker", []))
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ConfigError(
+            f"TF_CONFIG is not valid: {type(e).__name__}: {e}; expected JSON like "
+            '{"cluster": {"worker": ["host:port", ...]}, "task": {"type": "worker", "index": 0}}'
+        ) from None
+    if len(chiefs) > 1:
+        raise ConfigError("TF_CONFIG has more than one chief")
+    members = {"chief": chiefs, "worker": workers}
+    if task_type not in members:
+        raise ConfigError(f"TF_CONFIG task type {task_type!r} is not 'chief' or 'worker'")
+    if not 0 <= task_index < len(members[task_type]):
+        raise ConfigError(
+            f"TF_CONFIG task index {task_index} is outside the {len(members[task_type])} "
+            f"{task_type} address(es) in the cluster"
+        )
+    rank = task_index if task_type == "chief" else len(chiefs) + task_index
+    return ClusterInfo(task_type, task_index, len(chiefs) + len(workers), rank)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m trainer",
+        description=(
+            "Train a model with TensorFlow MultiWorkerMirroredStrategy. The cluster "
+            "comes from the TF_CONFIG environment variable; without it the trainer "
+            "runs as a single process."
+        ),
+        epilog=(
+            "Exit codes: 0 finished; 1 training failed; 2 bad options, TF_CONFIG or "
+            "data, or TensorFlow missing; 3 lost peer or collective timeout "
+            "(restart to resume from --backup-dir)."
+        ),
+    )
+    p.add_argument("--model", choices=MODELS, default="small_cnn",
+                   help="small_cnn (default) or resnet56 (CIFAR ResNet-56)")
+    p.add_argument("--dataset", choices=DATASETS, default="digits",
+                   help="digits (default, scikit-learn's 8x8 digits), cifar10 "
+                        "(needs --data-dir) or synthetic (seeded random 32x32x3)")
+    p.add_argument("--data-dir", metavar="DIR",
+                   help="CIFAR-10 python batches, in DIR or DIR/cifar-10-batches-py")
+    p.add_argument("--epochs", type=_positive_int, default=10)
+    p.add_argument("--global-batch-size", type=_positive_int, default=64,
+                   help="batch size summed over all replicas (default 64)")
+    p.add_argument("--steps-per-epoch", type=_positive_int,
+                   help="default: training examples // global batch size")
+    p.add_argument("--optimizer", choices=("adam", "sgd"),
+                   help="default: adam for small_cnn, sgd with momentum 0.9 for resnet56")
+    p.add_argument("--learning-rate", type=_positive_float,
+                   help="default: 0.001 for adam, 0.1 for sgd")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seeds initial weights, shuffling and synthetic data (default 0)")
+    p.add_argument("--threads", type=_non_negative_int, default=0,
+                   help="TensorFlow intra-op and inter-op threads; 0 (default) lets "
+                        "TensorFlow choose. Use 1 when several workers share a machine")
+    p.add_argument("--collective-timeout", type=_non_negative_float, default=60.0,
+                   metavar="SECONDS",
+                   help="fail a collective operation that waits longer than this for a "
+                        "peer (default 60; 0 waits forever)")
+    p.add_argument("--backup-dir", metavar="DIR",
+                   help="back up at every epoch end; a restarted job resumes after the "
+                        "last finished epoch. All workers must share this directory")
+    p.add_argument("--model-dir", metavar="DIR",
+                   help="the chief (worker 0) saves the final model here (SavedModel)")
+    p.add_argument("--result-file", metavar="PATH",
+                   help="write a JSON summary of the run here (every worker)")
+    return p
+
+
+def _positive_int(s: str) -> int:
+    v = int(s)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {s}")
+    return v
+
+
+def _non_negative_int(s: str) -> int:
+    v = int(s)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {s}")
+    return v
+
+
+def _positive_float(s: str) -> float:
+    v = float(s)
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {s}")
+    return v
+
+
+def _non_negative_float(s: str) -> float:
+    v = float(s)
+    if not v >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {s}")
+    return v
+
+
+def _missing_dependency(e: ImportError) -> str:
+    name = (e.name or "").split(".")[0] or "a dependency"
+    return f"trainer: {name} is not installed ({e}). Install the trainer extra: {INSTALL_HINT}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    start = time.time()
+    args = build_parser().parse_args(argv)
+    if args.optimizer is None:
+        args.optimizer = DEFAULT_OPTIMIZER[args.model]
+    if args.learning_rate is None:
+        args.learning_rate = DEFAULT_LR[args.optimizer]
+    try:
+        cluster = read_tf_config()
+        if args.global_batch_size % cluster.num_workers:
+            raise ConfigError(
+                f"--global-batch-size {args.global_batch_size} is not divisible by the "
+                f"{cluster.num_workers} workers in TF_CONFIG"
+            )
+        if args.data_dir and args.dataset != "cifar10":
+            raise ConfigError("--data-dir is only used with --dataset cifar10")
+        from trainer import data
+
+        dataset = data.load(args.dataset, args.data_dir, args.seed)
+    except ImportError as e:
+        return _fail(_missing_dependency(e), EXIT_CONFIG)
+    except ConfigError as e:  # includes data.DataError
+        return _fail(f"trainer: {e}", EXIT_CONFIG)
+
+    try:
+        from trainer import train  # imports TensorFlow
+    except ImportError as e:
+        return _fail(_missing_dependency(e), EXIT_CONFIG)
+    except RuntimeError as e:
+        return _fail(f"trainer: {e}", EXIT_CONFIG)
+    return train.run(args, cluster, dataset, start_time=start)
+
+
+def _fail(message: str, code: int) -> int:
+    print(message, file=sys.stderr, flush=True)
+    return code

@@ -1,0 +1,281 @@
+"""Training under MultiWorkerMirroredStrategy. Importing this imports TensorFlow.
+
+Ordering rule: with a cluster in TF_CONFIG, collective ops must be configured
+before the TensorFlow runtime starts, so :func:`create_strategy` must run
+before any other TensorFlow op (creating a tensor, a variable, a dataset or a
+model all start the runtime). Thread settings are configuration, not ops, and
+must come even earlier.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from trainer import ConfigError
+from trainer._keras import keras, tf
+from trainer.cli import EXIT_CLUSTER, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ClusterInfo
+
+# A peer died, froze past the collective timeout, or the collective was aborted.
+CLUSTER_ERRORS = (
+    tf.errors.UnavailableError,
+    tf.errors.DeadlineExceededError,
+    tf.errors.AbortedError,
+    tf.errors.CancelledError,
+)
+
+
+def create_strategy(threads: int, collective_timeout: float):
+    """Create the strategy. Call this before any other TensorFlow op."""
+    if threads:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+    options = tf.distribute.experimental.CommunicationOptions(
+        timeout_seconds=collective_timeout or None
+    )
+    return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+
+
+def run(args, cluster: ClusterInfo, dataset, start_time: float) -> int:
+    try:
+        strategy = create_strategy(args.threads, args.collective_timeout)
+        result = train(strategy, args, cluster, dataset, start_time)
+    except ConfigError as e:
+        return _fail(f"trainer: {e}", EXIT_CONFIG)
+    except CLUSTER_ERRORS as e:
+        return _fail(f"trainer: lost the cluster: {_describe(e)}", EXIT_CLUSTER)
+    except tf.errors.OpError as e:
+        return _fail(f"trainer: training failed: {_describe(e)}", EXIT_FAILED)
+    print(
+        f"done: test accuracy {result['test_accuracy']:.4f} "
+        f"loss {_fmt(result['final_loss'])} accuracy {_fmt(result['final_accuracy'])} "
+        f"epochs {result['initial_epoch']}..{result['epochs']} "
+        f"worker {result['worker_index']}/{result['num_workers']} "
+        f"{result['timing']['total_s']:.1f}s",
+        flush=True,
+    )
+    return EXIT_OK
+
+
+def train(strategy, args, cluster: ClusterInfo, dataset, start_time: float) -> dict:
+    from trainer import models
+
+    keras.utils.set_random_seed(args.seed)
+    replicas = strategy.num_replicas_in_sync
+    if args.global_batch_size % replicas:
+        raise ConfigError(
+            f"--global-batch-size {args.global_batch_size} is not divisible by "
+            f"{replicas} replicas"
+        )
+    steps = args.steps_per_epoch or max(1, len(dataset.x_train) // args.global_batch_size)
+    train_data = strategy.distribute_datasets_from_function(
+        lambda ctx: train_pipeline(dataset, ctx, args.global_batch_size, args.seed)
+    )
+    with strategy.scope():
+        model = models.build(args.model, dataset.input_shape, dataset.num_classes)
+        model.compile(
+            optimizer=make_optimizer(args.optimizer, args.learning_rate),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=["accuracy"],
+        )
+    print(
+        f"worker {cluster.worker_index}/{cluster.num_workers}: {args.model} "
+        f"({model.count_params()} parameters) on {dataset.name} "
+        f"({len(dataset.x_train)} train, {len(dataset.x_test)} test), "
+        f"global batch {args.global_batch_size} over {replicas} replica(s), "
+        f"{steps} steps/epoch",
+        flush=True,
+    )
+
+    progress = EpochProgress(args.epochs)
+    callbacks = []
+    if args.backup_dir:
+        # Before `progress`: an epoch line is printed only after the backup is written.
+        callbacks.append(keras.callbacks.BackupAndRestore(args.backup_dir))
+    callbacks.append(progress)
+    model.fit(train_data, epochs=args.epochs, steps_per_epoch=steps, callbacks=callbacks, verbose=0)
+
+    # Every worker takes part in these: reading synced variables and saving
+    # may run collectives.
+    weights = model.get_weights()
+    digest = weights_sha256(weights)
+    if args.model_dir:
+        save_model(model, args.model_dir, cluster.is_chief)
+    test_accuracy = evaluate(args.model, dataset, weights)
+    wait_for_all(cluster, "trainer-finished", args.collective_timeout)
+
+    logs = progress.last_logs
+    now = time.time()
+    result = {
+        "worker_index": cluster.worker_index,
+        "task_type": cluster.task_type,
+        "task_index": cluster.task_index,
+        "num_workers": cluster.num_workers,
+        "is_chief": cluster.is_chief,
+        "model": args.model,
+        "dataset": dataset.name,
+        "global_batch_size": args.global_batch_size,
+        "steps_per_epoch": steps,
+        "initial_epoch": progress.initial_epoch if progress.initial_epoch is not None else args.epochs,
+        "epochs": args.epochs,
+        "final_loss": _float_or_none(logs.get("loss")),
+        "final_accuracy": _float_or_none(logs.get("accuracy")),
+        "test_accuracy": test_accuracy,
+        "weights_sha256": digest,
+        "timing": {
+            "process_start_unix": process_start_time(start_time),
+            "first_step_unix": progress.first_step_unix,
+            "epoch_s": progress.epoch_seconds,
+            "total_s": now - process_start_time(start_time),
+        },
+    }
+    if args.result_file:
+        write_json(args.result_file, result)
+    return result
+
+
+def train_pipeline(dataset, ctx, global_batch_size: int, seed: int):
+    """This worker's share of the training data: shard ``input_pipeline_id``
+    of ``num_input_pipelines``, shuffled with a fixed seed, repeated, batched
+    per replica. Deterministic for a given cluster size and seed."""
+    pid, n = ctx.input_pipeline_id, ctx.num_input_pipelines
+    x, y = dataset.x_train[pid::n], dataset.y_train[pid::n]
+    batch = ctx.get_per_replica_batch_size(global_batch_size)
+    if len(x) < batch:
+        raise ConfigError(
+            f"worker shard has {len(x)} examples, fewer than the per-replica batch {batch}"
+        )
+    ds = tf.data.Dataset.from_tensor_slices((x, y))
+    ds = ds.shuffle(len(x), seed=seed, reshuffle_each_iteration=True).repeat()
+    return ds.batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+
+def make_optimizer(name: str, learning_rate: float):
+    if name == "adam":
+        return keras.optimizers.Adam(learning_rate)
+    return keras.optimizers.SGD(learning_rate, momentum=0.9)
+
+
+class EpochProgress(keras.callbacks.Callback):
+    """Prints one line per epoch and records timings and the resume epoch."""
+
+    def __init__(self, epochs: int):
+        super().__init__()
+        self._supports_tf_logs = True  # no per-batch conversion of logs to NumPy
+        self.epochs = epochs
+        self.initial_epoch: int | None = None
+        self.first_step_unix: float | None = None
+        self.epoch_seconds: list[float] = []
+        self.last_logs: dict = {}
+        self._epoch_start = 0.0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if self.initial_epoch is None:
+            self.initial_epoch = epoch
+        self._epoch_start = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.first_step_unix is None:
+            self.first_step_unix = time.time()
+
+    def on_epoch_end(self, epoch, logs=None):
+        seconds = time.perf_counter() - self._epoch_start
+        self.epoch_seconds.append(seconds)
+        self.last_logs = {k: float(v) for k, v in (logs or {}).items()}
+        print(
+            f"epoch {epoch + 1}/{self.epochs} loss {self.last_logs.get('loss', float('nan')):.4f} "
+            f"accuracy {self.last_logs.get('accuracy', float('nan')):.4f} {seconds:.1f}s",
+            flush=True,
+        )
+
+
+def weights_sha256(weights: list[np.ndarray]) -> str:
+    """sha256 over the bytes of every weight array, in model order."""
+    h = hashlib.sha256()
+    for w in weights:
+        h.update(np.ascontiguousarray(w).tobytes())
+    return h.hexdigest()
+
+
+def evaluate(model_name: str, dataset, weights) -> float:
+    """Test accuracy on the whole test set, computed locally on a
+    non-distributed copy of the model (identical on every worker)."""
+    from trainer import models
+
+    local = models.build(model_name, dataset.input_shape, dataset.num_classes)
+    local.set_weights(weights)
+    logits = local.predict(dataset.x_test, batch_size=256, verbose=0)
+    return float(np.mean(np.argmax(logits, axis=1) == dataset.y_test))
+
+
+def save_model(model, model_dir: str, is_chief: bool) -> None:
+    """All workers save (saving may run collectives); only the chief keeps its copy."""
+    if is_chief:
+        model.save(model_dir)
+        return
+    tmp = tempfile.mkdtemp(prefix="trainer-model-")
+    try:
+        model.save(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def wait_for_all(cluster: ClusterInfo, barrier_id: str, timeout_s: float) -> None:
+    """Keep every worker alive until all are done: a worker that exits early
+    can break a peer's last collective or its coordination-service link."""
+    if cluster.num_workers < 2:
+        return
+    from tensorflow.python.eager import context
+
+    timeout_ms = int((timeout_s or 24 * 3600) * 1000)
+    context.context().wait_at_barrier(barrier_id, timeout_ms)
+
+
+def process_start_time(fallback: float) -> float:
+    """Wall-clock start of this process (Linux /proc), else ``fallback``."""
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        start_ticks = int(fields[19])  # field 22 of stat: starttime
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return time.time() - (uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return fallback
+
+
+def write_json(path: str, obj: dict) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".result-")
+    with os.fdopen(fd, "w") as f:
+        json.dump(obj, f, indent=2)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def _float_or_none(v):
+    return None if v is None else float(v)
+
+
+def _fmt(v) -> str:
+    return "n/a" if v is None else f"{v:.4f}"
+
+
+def _describe(e: Exception) -> str:
+    text = getattr(e, "message", None) or str(e)
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    head = "\n  ".join(lines[:3])
+    return f"{type(e).__name__}: {head}"
+
+
+def _fail(message: str, code: int) -> int:
+    print(message, file=sys.stderr, flush=True)
+    return code

@@ -1,0 +1,395 @@
+"""Tests of rendezvous.core.advert: the TXT record a node advertises, and strict decoding.
+
+The TXT record is untrusted network input: decode_advert must answer every bytes input
+with either an Advert or InvalidAdvert, never with any other exception.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rendezvous.core.advert import (
+    JOB_PATTERN,
+    MAX_EXPECT,
+    PROTOCOL_VERSION,
+    SERVICE_TYPE,
+    Advert,
+    InvalidAdvert,
+    Phase,
+    decode_advert,
+    read_protocol,
+    validate_job,
+)
+from rendezvous.core.peer import Peer
+
+ip = ipaddress.ip_address
+
+ME = Peer(node_id="deadbeef", address=ip("10.0.0.7"), port=7000, tf_port=9000)
+
+
+def txt(**overrides: object) -> dict[bytes, bytes | None]:
+    """A valid TXT record as zeroconf hands it over (bytes keys and values)."""
+    record: dict[str, object] = {
+        "v": "1",
+        "job": "default",
+        "expect": "2",
+        "node": "deadbeef",
+        "port": "7000",
+        "tfport": "9000",
+        "phase": "waiting",
+        "round": "1",
+    }
+    record.update(overrides)
+    out: dict[bytes, bytes | None] = {}
+    for key, value in record.items():
+        if value is _DROP:
+            continue
+        out[key.encode()] = value if value is None or isinstance(value, bytes) else str(value).encode()
+    return out
+
+
+_DROP = object()
+
+
+def as_props(record: dict[str, str]) -> dict[bytes, bytes]:
+    return {k.encode(): v.encode() for k, v in record.items()}
+
+
+# --------------------------------------------------------------------------
+# validate_job
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("job", ["default", "a", "A", "0", "job-1", "job_1", "job.1", "a" * 63, "9lives", "x.-_"])
+def test_valid_job_names(job):
+    assert validate_job(job) == job
+
+
+@pytest.mark.parametrize(
+    "job", ["", "a" * 64, "-job", ".job", "_job", "job name", "job/1", "jöb", "job:1", "job\t", "\njob"]
+)
+def test_invalid_job_names_are_refused_naming_the_name(job):
+    with pytest.raises(ValueError) as info:
+        validate_job(job)
+    assert repr(job) in str(info.value)
+
+
+def test_job_name_with_a_trailing_newline_is_refused():
+    # Documented as "1-63 characters of letters, digits, '.', '_' or '-'"; a newline is
+    # none of those. `$` in JOB_PATTERN also matches before a final "\n".
+    with pytest.raises(ValueError):
+        validate_job("default\n")
+
+
+def test_job_pattern_is_anchored_at_the_start():
+    assert JOB_PATTERN.match("job")
+    assert not JOB_PATTERN.match(" job")
+
+
+# --------------------------------------------------------------------------
+# Advert and to_txt
+# --------------------------------------------------------------------------
+
+
+def test_advert_defaults_and_names():
+    a = Advert(peer=ME, job="default", expect=2)
+    assert a.protocol == PROTOCOL_VERSION == 1
+    assert a.phase is Phase.WAITING
+    assert a.round == 1
+    assert a.coordinator is None
+    assert a.node_id == "deadbeef"
+    assert a.instance_name == "deadbeef._tfrendezvous._tcp.local."
+    assert a.instance_name.endswith(SERVICE_TYPE)
+    assert a.host_name == "deadbeef.local."
+
+
+def test_host_names_differ_per_node():
+    other = dataclasses.replace(ME, node_id="cafebabe")
+    assert Advert(peer=ME, job="j", expect=2).host_name != Advert(peer=other, job="j", expect=2).host_name
+
+
+def test_to_txt_waiting():
+    assert Advert(peer=ME, job="default", expect=2).to_txt() == {
+        "v": "1",
+        "job": "default",
+        "expect": "2",
+        "node": "deadbeef",
+        "port": "7000",
+        "tfport": "9000",
+        "phase": "waiting",
+        "round": "1",
+    }
+
+
+def test_to_txt_frozen_carries_the_coordinator():
+    a = Advert(peer=ME, job="default", expect=2).with_phase(Phase.FROZEN, "10.0.0.1:7000")
+    record = a.to_txt()
+    assert record["phase"] == "frozen"
+    assert record["coord"] == "10.0.0.1:7000"
+
+
+def test_with_phase_is_a_copy_and_clears_the_coordinator_by_default():
+    a = Advert(peer=ME, job="default", expect=2)
+    frozen = a.with_phase(Phase.FROZEN, "10.0.0.1:7000")
+    assert a.phase is Phase.WAITING and a.coordinator is None
+    assert frozen.phase is Phase.FROZEN and frozen.coordinator == "10.0.0.1:7000"
+    running = frozen.with_phase(Phase.RUNNING)
+    assert running.coordinator is None
+    assert "coord" not in running.to_txt()
+
+
+def test_advert_is_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Advert(peer=ME, job="j", expect=2).expect = 3  # type: ignore[misc]
+
+
+def test_phase_values():
+    assert [p.value for p in Phase] == ["waiting", "frozen", "running", "finished"]
+
+
+# --------------------------------------------------------------------------
+# decode_advert: the valid record
+# --------------------------------------------------------------------------
+
+
+def test_decode_a_valid_record():
+    a = decode_advert(txt(), ["10.0.0.7"], 7000)
+    assert a == Advert(peer=ME, job="default", expect=2)
+
+
+def test_decode_uses_the_first_address():
+    a = decode_advert(txt(), ["10.0.0.7", "10.0.0.8"], 7000)
+    assert a.peer.address == ip("10.0.0.7")
+
+
+def test_decode_ipv6():
+    a = decode_advert(txt(), ["2001:db8::7"], 7000)
+    assert a.peer.address == ip("2001:db8::7")
+    assert a.peer.endpoint == "[2001:db8::7]:7000"
+
+
+def test_decode_frozen_with_coordinator():
+    a = decode_advert(txt(phase="frozen", coord="10.0.0.1:7000", round="3"), ["10.0.0.7"], 7000)
+    assert a.phase is Phase.FROZEN
+    assert a.coordinator == "10.0.0.1:7000"
+    assert a.round == 3
+
+
+@pytest.mark.parametrize("phase", list(Phase))
+def test_decode_every_phase(phase):
+    assert decode_advert(txt(phase=phase.value), ["10.0.0.7"], 7000).phase is phase
+
+
+def test_decode_ignores_unknown_keys():
+    record = txt()
+    record[b"future"] = b"whatever"
+    record[b"flag"] = None
+    assert decode_advert(record, ["10.0.0.7"], 7000) == Advert(peer=ME, job="default", expect=2)
+
+
+@pytest.mark.parametrize("key, value", [("expect", 1), ("expect", MAX_EXPECT), ("port", 1), ("tfport", 65535), ("round", 2**63 - 1)])
+def test_decode_range_bounds_are_accepted(key, value):
+    port = value if key == "port" else 7000
+    decode_advert(txt(**{key: value}), ["10.0.0.7"], port)
+
+
+def test_read_protocol():
+    assert read_protocol(txt()) == 1
+    assert read_protocol(txt(v="7")) == 7
+    with pytest.raises(InvalidAdvert):
+        read_protocol({})
+
+
+# --------------------------------------------------------------------------
+# decode_advert: refusals
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", ["v", "job", "expect", "node", "port", "tfport", "phase", "round"])
+def test_missing_key_is_refused(key):
+    with pytest.raises(InvalidAdvert):
+        decode_advert(txt(**{key: _DROP}), ["10.0.0.7"], 7000)
+
+
+@pytest.mark.parametrize("key", ["v", "job", "expect", "node", "port", "tfport", "phase", "round", "coord"])
+def test_valueless_key_is_refused(key):
+    with pytest.raises(InvalidAdvert):
+        decode_advert(txt(**{key: None}), ["10.0.0.7"], 7000)
+
+
+@pytest.mark.parametrize("key", ["v", "job", "expect", "node", "port", "tfport", "phase", "round", "coord"])
+def test_non_ascii_value_is_refused(key):
+    with pytest.raises(InvalidAdvert):
+        decode_advert(txt(**{key: b"\xff\xfe"}), ["10.0.0.7"], 7000)
+
+
+@pytest.mark.parametrize("v", ["0", "2", "65535"])
+def test_other_protocol_versions_are_refused(v):
+    with pytest.raises(InvalidAdvert, match="protocol version"):
+        decode_advert(txt(v=v), ["10.0.0.7"], 7000)
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("v", "one"),
+        ("v", "-1"),
+        ("v", "+1"),
+        ("v", " 1"),
+        ("v", "1.0"),
+        ("v", ""),
+        ("v", "65536"),
+        ("expect", "0"),
+        ("expect", str(MAX_EXPECT + 1)),
+        ("expect", "-2"),
+        ("expect", "2x"),
+        ("expect", "0x2"),
+        ("port", "0"),
+        ("port", "65536"),
+        ("tfport", "0"),
+        ("tfport", "65536"),
+        ("tfport", "http"),
+        ("round", "0"),
+        ("round", str(2**63)),
+        ("round", "1e3"),
+    ],
+)
+def test_bad_numbers_are_refused(key, value):
+    port = 7000
+    with pytest.raises(InvalidAdvert):
+        decode_advert(txt(**{key: value}), ["10.0.0.7"], port)
+
+
+@pytest.mark.parametrize("job", ["", "bad job", "-job", "a" * 64, b"j\xc3\xb6b"])
+def test_bad_job_is_refused(job):
+    with pytest.raises(InvalidAdvert):
+        decode_advert(txt(job=job), ["10.0.0.7"], 7000)
+
+
+@pytest.mark.parametrize("node", ["", "DEADBEEF", "deadbee", "a" * 33, "not-hex!"])
+def test_bad_node_id_is_refused(node):
+    with pytest.raises(InvalidAdvert):
+        decode_advert(txt(node=node), ["10.0.0.7"], 7000)
+
+
+def test_unknown_phase_is_refused():
+    with pytest.raises(InvalidAdvert, match="phase"):
+        decode_advert(txt(phase="dancing"), ["10.0.0.7"], 7000)
+
+
+def test_txt_port_must_match_srv_port():
+    with pytest.raises(InvalidAdvert) as info:
+        decode_advert(txt(port="7000"), ["10.0.0.7"], 7001)
+    assert "7000" in str(info.value) and "7001" in str(info.value)
+
+
+def test_no_address_is_refused():
+    with pytest.raises(InvalidAdvert, match="no address"):
+        decode_advert(txt(), [], 7000)
+
+
+@pytest.mark.parametrize("address", ["", "host.local", "10.0.0.256", "garbage"])
+def test_bad_address_is_refused(address):
+    with pytest.raises(InvalidAdvert):
+        decode_advert(txt(), [address], 7000)
+
+
+def test_empty_record_is_refused():
+    with pytest.raises(InvalidAdvert):
+        decode_advert({}, ["10.0.0.7"], 7000)
+
+
+@pytest.mark.parametrize("key", ["v", "expect", "port", "tfport", "round"])
+def test_a_number_with_thousands_of_digits_is_an_invalid_advert(key):
+    # Python refuses int() of strings longer than 4300 digits with a plain ValueError;
+    # decode_advert must still answer with InvalidAdvert (a subclass, but not the same).
+    huge = "1" * 5000
+    with pytest.raises(InvalidAdvert):
+        decode_advert(txt(**{key: huge}), ["10.0.0.7"], 7000)
+
+
+def test_invalid_advert_is_a_value_error():
+    assert issubclass(InvalidAdvert, ValueError)
+
+
+# --------------------------------------------------------------------------
+# Properties
+# --------------------------------------------------------------------------
+
+KNOWN_KEYS = [b"v", b"job", b"expect", b"node", b"port", b"tfport", b"phase", b"round", b"coord"]
+
+values = st.one_of(
+    st.none(),
+    st.binary(max_size=40),
+    st.from_regex(rb"[0-9]{1,25}", fullmatch=True),
+    st.sampled_from([b"1", b"0", b"default", b"deadbeef", b"waiting", b"frozen", b"7000", b"\xff", b"-1", b""]),
+)
+keys = st.one_of(st.sampled_from(KNOWN_KEYS), st.binary(max_size=10))
+records = st.dictionaries(keys, values, max_size=14)
+address_lists = st.lists(
+    st.one_of(st.text(max_size=40), st.ip_addresses().map(str), st.sampled_from(["10.0.0.7", "::1", "fe80::1%eth0"])),
+    max_size=3,
+)
+
+
+@given(records, address_lists, st.integers(min_value=-(2**16), max_value=2**17))
+def test_decode_never_raises_anything_but_invalid_advert(record, addrs, srv_port):
+    try:
+        advert = decode_advert(record, addrs, srv_port)
+    except InvalidAdvert:
+        return
+    assert isinstance(advert, Advert)
+    assert advert.peer.port == srv_port
+
+
+@given(
+    st.dictionaries(st.sampled_from(KNOWN_KEYS), values, max_size=9),
+    st.sampled_from(["10.0.0.7", "2001:db8::7"]),
+)
+def test_decode_of_a_mutated_valid_record_never_raises_anything_but_invalid_advert(mutation, address):
+    record = {**txt(), **mutation}
+    try:
+        decode_advert(record, [address], 7000)
+    except InvalidAdvert:
+        pass
+
+
+node_ids = st.from_regex(r"[0-9a-f]{8,32}", fullmatch=True)
+ports = st.integers(min_value=1, max_value=65535)
+peers = st.builds(
+    Peer, node_id=node_ids, address=st.one_of(st.ip_addresses(v=4), st.ip_addresses(v=6)), port=ports, tf_port=ports
+)
+jobs = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", fullmatch=True)
+coordinators = st.one_of(
+    st.none(),
+    st.builds(lambda p: p.endpoint, peers),
+    st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=40),
+)
+adverts = st.builds(
+    Advert,
+    peer=peers,
+    job=jobs,
+    expect=st.integers(min_value=1, max_value=MAX_EXPECT),
+    phase=st.sampled_from(Phase),
+    round=st.integers(min_value=1, max_value=2**63 - 1),
+    coordinator=coordinators,
+)
+
+
+@given(adverts)
+def test_encode_decode_round_trip(advert):
+    decoded = decode_advert(as_props(advert.to_txt()), [str(advert.peer.address)], advert.peer.port)
+    assert decoded == advert
+
+
+@given(adverts)
+def test_txt_values_are_short_ascii_strings(advert):
+    for key, value in advert.to_txt().items():
+        assert key.isascii() and value.isascii()
+        # a DNS-SD TXT entry is at most 255 bytes including "key="
+        assert len(key) + 1 + len(value) <= 255

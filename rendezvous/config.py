@@ -32,6 +32,8 @@ class JoinConfig:
     stop_grace: float = 10.0
     # How long to wait before asking the coordinator again after a redirect or a lost stream.
     retry_interval: float = 0.25
+    # How long a node that disagrees with a peer stays advertised before it exits.
+    conflict_linger: float = 1.5
 
     def __post_init__(self) -> None:
         if not isinstance(self.expect, int) or not 1 <= self.expect <= MAX_EXPECT:

@@ -20,6 +20,7 @@ from .core.peer import IPAddress
 log = logging.getLogger(__name__)
 
 RESOLVE_TIMEOUT_MS = 3000
+GOODBYE_TIMEOUT = 1.0
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,11 @@ class Discovery:
             await asyncio.gather(self._worker, return_exceptions=True)
         if self._zc is not None:
             if self._info is not None:
-                await self._zc.async_unregister_service(self._info)
+                goodbyes_sent = await self._zc.async_unregister_service(self._info)
+                try:
+                    await asyncio.wait_for(goodbyes_sent, GOODBYE_TIMEOUT)
+                except asyncio.TimeoutError:
+                    log.debug("goodbye packets not confirmed within %ss", GOODBYE_TIMEOUT)
             await self._zc.async_close()
             self._zc = None
 

@@ -202,6 +202,16 @@ class Node:
             raise MembershipError("; ".join(conflicts))
 
     async def _rendezvous(self, me: Peer) -> tuple[Membership, JoinSession]:
+        try:
+            return await self._join_until_released(me)
+        except MembershipError:
+            if self.view.conflicts():
+                # Stay visible a moment, so that the peer we disagree with sees us too
+                # and fails with the same message instead of waiting.
+                await asyncio.sleep(self.config.conflict_linger)
+            raise
+
+    async def _join_until_released(self, me: Peer) -> tuple[Membership, JoinSession]:
         """Join the coordinator this node believes in, following the view, until released."""
         while True:
             self._raise_on_conflicts()

@@ -1,0 +1,104 @@
+"""Starting real `rendezvous join` processes and reading what their commands recorded."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+RECORDER = Path(__file__).with_name("record_start.py")
+
+# Every join in a test ends on its own: no test can hang on a rendezvous.
+DEFAULT_TIMEOUT = 40
+
+
+def join_argv(
+    expect: int,
+    job: str,
+    out_dir: Path,
+    address: Optional[str] = None,
+    options: Sequence[str] = (),
+    command: Optional[Sequence[str]] = None,
+    record_args: Sequence[str] = (),
+) -> list[str]:
+    argv = [sys.executable, "-m", "rendezvous", "join", "--expect", str(expect), "--job", job]
+    if address:
+        argv += ["--address", address]
+    if "--timeout" not in options:
+        argv += ["--timeout", str(DEFAULT_TIMEOUT)]
+    argv += [*options, "--"]
+    argv += command if command is not None else [sys.executable, str(RECORDER), str(out_dir), *record_args]
+    return argv
+
+
+@dataclass
+class Peer:
+    """One running `rendezvous join`, its output going to files (never a full pipe)."""
+
+    name: str
+    proc: subprocess.Popen
+    log_path: Path
+
+    @property
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait(self, timeout: float = DEFAULT_TIMEOUT + 20) -> int:
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"peer {self.name} did not exit within {timeout}s:\n{self.log}")
+
+
+def start_peer(
+    argv: list[str], log_dir: Path, name: str, popen: Callable[..., subprocess.Popen] = subprocess.Popen
+) -> Peer:
+    log_path = log_dir / f"{name}.log"
+    out = open(log_path, "wb")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
+    out.close()
+    return Peer(name, proc, log_path)
+
+
+def records(out_dir: Path) -> list[dict]:
+    """What every started command recorded, in worker order."""
+    found = [json.loads(p.read_text()) for p in sorted(out_dir.glob("*.json"))]
+    return sorted(found, key=lambda r: int(r["env"]["RENDEZVOUS_RANK"]))
+
+
+def wait_for_records(out_dir: Path, count: int, timeout: float = 30) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = list(out_dir.glob("*.json"))
+        if len(found) >= count:
+            return records(out_dir)
+        time.sleep(0.05)
+    raise AssertionError(f"only {len(list(out_dir.glob('*.json')))} of {count} commands started")
+
+
+def assert_consistent(recs: list[dict], addresses: Sequence[str]) -> None:
+    """Every worker got the same ordered list, its own index, and worker 0 is the lowest address."""
+    import ipaddress
+
+    assert len(recs) == len(addresses)
+    clusters = [r["tf_config"]["cluster"]["worker"] for r in recs]
+    assert all(c == clusters[0] for c in clusters), clusters
+    workers = clusters[0]
+    hosts = [w.rsplit(":", 1)[0] for w in workers]
+    assert hosts == sorted(addresses, key=lambda a: int(ipaddress.ip_address(a))), hosts
+    for rank, rec in enumerate(recs):
+        assert rec["tf_config"]["task"] == {"type": "worker", "index": rank}
+        assert rec["env"]["RENDEZVOUS_RANK"] == str(rank)
+        assert rec["env"]["RENDEZVOUS_WORLD_SIZE"] == str(len(addresses))
+    digests = {r["env"]["RENDEZVOUS_CLUSTER_DIGEST"] for r in recs}
+    assert len(digests) == 1
+    ports = [int(w.rsplit(":", 1)[1]) for w in workers]
+    assert len(set(ports)) == len(ports) or len(set(hosts)) == len(hosts)

@@ -1,0 +1,32 @@
+"""A stand-in for the trainer: records when it started and what it was given.
+
+Usage: record_start.py OUT_DIR [--sleep SECONDS] [--exit CODE] [--ignore-term]
+Writes OUT_DIR/<RENDEZVOUS_NODE_ID>.json as its very first action.
+"""
+
+import json
+import os
+import signal
+import sys
+import time
+
+started = time.time()
+out_dir = sys.argv[1]
+args = sys.argv[2:]
+record = {
+    "started": started,
+    "pid": os.getpid(),
+    "pgid": os.getpgid(0),
+    "tf_config": json.loads(os.environ["TF_CONFIG"]),
+    "env": {k: v for k, v in os.environ.items() if k.startswith("RENDEZVOUS_")},
+    "argv": sys.argv,
+}
+path = os.path.join(out_dir, os.environ["RENDEZVOUS_NODE_ID"] + ".json")
+with open(path + ".tmp", "w") as f:
+    json.dump(record, f)
+os.replace(path + ".tmp", path)
+if "--ignore-term" in args:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if "--sleep" in args:
+    time.sleep(float(args[args.index("--sleep") + 1]))
+sys.exit(int(args[args.index("--exit") + 1]) if "--exit" in args else 0)

@@ -1,0 +1,203 @@
+"""Real `rendezvous join` processes on 127.0.0.x: real multicast, real gRPC, real commands."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import sys
+import time
+
+import pytest
+
+from peers import assert_consistent, join_argv, records, start_peer, wait_for_records
+
+
+@pytest.fixture
+def job() -> str:
+    return f"t-{secrets.token_hex(4)}"
+
+
+def run_peers(tmp_path, job, addresses, expect=None, options=(), record_args=()):
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    peers = [
+        start_peer(
+            join_argv(expect or len(addresses), job, out, address=a, options=options, record_args=record_args),
+            tmp_path,
+            f"peer-{a}",
+        )
+        for a in addresses
+    ]
+    return out, peers
+
+
+@pytest.mark.parametrize(
+    "addresses",
+    [
+        ["127.0.0.2", "127.0.0.3"],
+        # string order (.10 < .100 < .9) differs from numeric order (.9 < .10 < .100)
+        ["127.0.0.100", "127.0.0.10", "127.0.0.9"],
+    ],
+)
+def test_peers_get_identical_lists_and_lowest_address_is_worker_0(tmp_path, job, addresses):
+    out, peers = run_peers(tmp_path, job, addresses)
+    for peer in peers:
+        assert peer.wait() == 0, peer.log
+    recs = records(out)
+    assert_consistent(recs, addresses)
+    assert recs[0]["tf_config"]["cluster"]["worker"][0].startswith(
+        "127.0.0.2:" if len(addresses) == 2 else "127.0.0.9:"
+    )
+    assert all(r["env"]["RENDEZVOUS_JOB"] == job for r in recs)
+    coordinator = recs[0]["env"]["RENDEZVOUS_COORDINATOR"]
+    assert all(r["env"]["RENDEZVOUS_COORDINATOR"] == coordinator for r in recs)
+    assert coordinator.startswith(recs[0]["tf_config"]["cluster"]["worker"][0].split(":")[0] + ":")
+
+
+def test_expect_one_runs_alone(tmp_path, job):
+    out, [peer] = run_peers(tmp_path, job, ["127.0.0.2"])
+    assert peer.wait() == 0, peer.log
+    [rec] = records(out)
+    assert rec["tf_config"]["task"]["index"] == 0
+
+
+def test_two_jobs_on_one_network_stay_separate(tmp_path, job):
+    other = job + "-b"
+    out_a, peers_a = run_peers(tmp_path / "a" if (tmp_path / "a").mkdir() is None else None, job, ["127.0.0.2", "127.0.0.4"])
+    out_b, peers_b = run_peers(tmp_path / "b" if (tmp_path / "b").mkdir() is None else None, other, ["127.0.0.3", "127.0.0.5"])
+    for peer in peers_a + peers_b:
+        assert peer.wait() == 0, peer.log
+    assert_consistent(records(out_a), ["127.0.0.2", "127.0.0.4"])
+    assert_consistent(records(out_b), ["127.0.0.3", "127.0.0.5"])
+
+
+def test_exit_code_is_the_commands(tmp_path, job):
+    out, peers = run_peers(tmp_path, job, ["127.0.0.2", "127.0.0.3"], record_args=["--exit", "7"])
+    assert [p.wait() for p in peers] == [7, 7]
+
+
+def test_timeout_names_the_peers_that_were_seen(tmp_path, job):
+    out, [peer] = run_peers(tmp_path, job, ["127.0.0.2"], expect=3, options=["--timeout", "1.5"])
+    assert peer.wait() == 3, peer.log
+    log = peer.log
+    assert "--timeout 1.5s" in log
+    assert "saw 1 of 3 peers" in log and "127.0.0.2 (" in log and "2 never appeared" in log
+    assert not list(out.glob("*.json"))
+
+
+def test_expect_disagreement_is_an_error_naming_both_values(tmp_path, job):
+    out = tmp_path / "out"
+    out.mkdir()
+    a = start_peer(join_argv(2, job, out, address="127.0.0.2"), tmp_path, "a")
+    b = start_peer(join_argv(3, job, out, address="127.0.0.3"), tmp_path, "b")
+    assert a.wait() == 4, a.log
+    assert b.wait() == 4, b.log
+    for peer in (a, b):
+        assert "--expect 2" in peer.log and "--expect 3" in peer.log, peer.log
+    assert not list(out.glob("*.json"))
+
+
+def test_late_peer_gets_an_error_not_a_hang(tmp_path, job):
+    out, peers = run_peers(tmp_path, job, ["127.0.0.3", "127.0.0.4"], record_args=["--sleep", "8"])
+    wait_for_records(out, 2)
+    # the late peer has the lowest address: it must still not take over the running job
+    late = start_peer(join_argv(2, job, tmp_path, address="127.0.0.2"), tmp_path, "late")
+    started = time.monotonic()
+    assert late.wait(timeout=20) == 4, late.log
+    assert time.monotonic() - started < 8, "the late peer waited for the job to end"
+    assert "already" in late.log and "not a member" in late.log, late.log
+    for peer in peers:
+        assert peer.wait() == 0, peer.log
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _wait_gone(pid: int, timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_sigterm_stops_the_command_and_returns_its_status(tmp_path, job):
+    out, [peer] = run_peers(tmp_path, job, ["127.0.0.2"], record_args=["--sleep", "60"])
+    [rec] = wait_for_records(out, 1)
+    assert rec["pgid"] == rec["pid"], "the command must lead its own process group"
+    assert rec["pgid"] != os.getpgid(peer.proc.pid)
+    peer.proc.send_signal(signal.SIGTERM)
+    assert peer.wait(timeout=15) == 128 + signal.SIGTERM, peer.log
+    assert _wait_gone(rec["pid"]), "the command survived SIGTERM to rendezvous"
+
+
+def test_command_that_ignores_sigterm_is_killed_after_the_grace_period(tmp_path, job):
+    out, [peer] = run_peers(
+        tmp_path, job, ["127.0.0.2"], options=["--stop-grace", "1"], record_args=["--ignore-term", "--sleep", "60"]
+    )
+    [rec] = wait_for_records(out, 1)
+    time.sleep(0.2)  # let the recorder install its SIGTERM handler
+    peer.proc.send_signal(signal.SIGTERM)
+    assert peer.wait(timeout=15) == 128 + signal.SIGKILL, peer.log
+    assert _wait_gone(rec["pid"])
+
+
+def test_sigint_while_waiting_exits_130_and_says_goodbye(tmp_path, job):
+    out = tmp_path / "out"
+    out.mkdir()
+    waiting = start_peer(join_argv(3, job, out, address="127.0.0.2"), tmp_path, "waiting")
+    leaving = start_peer(join_argv(3, job, out, address="127.0.0.3"), tmp_path, "leaving")
+    _wait_for_log(waiting, "2/3 peers seen")
+    leaving.proc.send_signal(signal.SIGINT)
+    assert leaving.wait(timeout=10) == 130, leaving.log
+    # the goodbye packet makes the other peer drop it at once (not after the 19-minute TTL)
+    _wait_for_log(waiting, "1/3 peers seen", after="2/3 peers seen")
+    waiting.proc.send_signal(signal.SIGTERM)
+    assert waiting.wait(timeout=10) == 128 + signal.SIGTERM
+
+
+def _wait_for_log(peer, text, after=None, timeout=15):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        log = peer.log
+        if after is not None:
+            log = log[log.find(after) + len(after):] if after in log else ""
+        if text in log:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{text!r} not in log of {peer.name}:\n{peer.log}")
+
+
+def test_command_not_found_exits_127(tmp_path, job):
+    argv = join_argv(1, job, tmp_path, address="127.0.0.2", command=["/nonexistent/train"])
+    peer = start_peer(argv, tmp_path, "p")
+    assert peer.wait() == 127, peer.log
+    assert "/nonexistent/train" in peer.log
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--expect", "0"], "--expect must be a whole number from 1"),
+        (["--expect", "2", "--job", "bad name!"], "'bad name!'"),
+        (["--expect", "2", "--address", "not-an-ip"], "'not-an-ip'"),
+        (["--expect", "2", "--address", "192.0.2.77"], "192.0.2.77"),
+        (["--expect", "2", "--timeout", "-1"], "-1"),
+    ],
+)
+def test_bad_options_exit_2_or_5_naming_the_value(tmp_path, options, message):
+    import subprocess
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "rendezvous", "join", *options, "--", "true"],
+        capture_output=True, text=True, timeout=30,
+    )
+    assert proc.returncode in (2, 5), proc.stderr
+    assert message in proc.stderr, proc.stderr

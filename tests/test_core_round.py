@@ -1,0 +1,489 @@
+"""Tests of rendezvous.core.round: the coordinator's state machine for one round."""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from rendezvous.core.peer import Peer
+from rendezvous.core.round import (
+    Action,
+    RejectReason,
+    Round,
+    RoundPhase,
+    Step,
+    abort,
+    join,
+    leave,
+    ready,
+)
+from rendezvous.core.tf_config import Membership, build_tf_config
+
+ip = ipaddress.ip_address
+
+
+def peer(address: str, node_id: str, port: int = 7000, tf_port: int = 9000) -> Peer:
+    return Peer(node_id=node_id, address=ip(address), port=port, tf_port=tf_port)
+
+
+A = peer("10.0.0.9", "aaaaaaaa")
+B = peer("10.0.0.10", "bbbbbbbb")
+C = peer("10.0.0.100", "cccccccc")
+D = peer("10.0.0.2", "dddddddd")
+
+
+def gather(state: Round, *peers: Peer) -> Round:
+    for p in peers:
+        step = join(state, p, state.expect)
+        assert step.action in (Action.BROADCAST_WAITING, Action.BROADCAST_FROZEN), step
+        state = step.state
+    return state
+
+
+def frozen_round(expect: int = 3) -> Round:
+    state = gather(Round(job="job", expect=expect), *[C, A, B][:expect])
+    assert state.phase is RoundPhase.FROZEN
+    return state
+
+
+def released_round() -> Round:
+    state = frozen_round()
+    digest = state.membership.digest
+    for p in (A, B, C):
+        state = ready(state, p.node_id, digest).state
+    assert state.phase is RoundPhase.RELEASED
+    return state
+
+
+def aborted_round() -> Round:
+    state = abort(frozen_round(), "test").state
+    assert state.phase is RoundPhase.ABORTED
+    return state
+
+
+# --------------------------------------------------------------------------
+# Round itself
+# --------------------------------------------------------------------------
+
+
+def test_new_round_defaults():
+    r = Round(job="job", expect=3)
+    assert r.number == 1
+    assert r.phase is RoundPhase.GATHERING
+    assert r.joined == ()
+    assert r.membership is None
+    assert r.ready == frozenset()
+    assert r.abort_reason is None
+
+
+@pytest.mark.parametrize("expect", [0, -1])
+def test_expect_must_be_positive(expect):
+    with pytest.raises(ValueError, match=str(expect)):
+        Round(job="job", expect=expect)
+
+
+@pytest.mark.parametrize("number", [0, -3])
+def test_round_numbers_start_at_one(number):
+    with pytest.raises(ValueError, match=str(number)):
+        Round(job="job", expect=1, number=number)
+
+
+def test_round_is_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Round(job="job", expect=1).number = 2  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("make", [lambda: Round(job="job", expect=3), frozen_round, released_round, aborted_round])
+def test_next_increments_the_round_and_starts_over(make):
+    state = make()
+    nxt = state.next()
+    assert nxt.number == state.number + 1
+    assert (nxt.job, nxt.expect) == ("job", 3)
+    assert nxt.phase is RoundPhase.GATHERING
+    assert nxt.joined == () and nxt.membership is None and nxt.ready == frozenset()
+    assert nxt.abort_reason is None
+    assert nxt.next().number == state.number + 2
+
+
+def test_next_round_freezes_a_membership_with_the_new_number_and_digest():
+    first = frozen_round()
+    second = gather(first.next(), A, B, C)
+    assert second.membership.round == 2
+    assert second.membership.members == first.membership.members
+    assert second.membership.digest != first.membership.digest
+
+
+def test_is_joined():
+    state = gather(Round(job="job", expect=3), A)
+    assert state.is_joined("aaaaaaaa")
+    assert not state.is_joined("bbbbbbbb")
+
+
+# --------------------------------------------------------------------------
+# join
+# --------------------------------------------------------------------------
+
+
+def test_joins_below_expect_broadcast_waiting():
+    state = Round(job="job", expect=3)
+    step = join(state, B, 3)
+    assert step.action is Action.BROADCAST_WAITING
+    assert step.rejection is None
+    assert step.state.joined == (B,)
+    assert step.state.phase is RoundPhase.GATHERING
+    assert state.joined == ()  # the old state is untouched
+    step = join(step.state, A, 3)
+    assert step.action is Action.BROADCAST_WAITING
+    assert step.state.joined == (A, B)  # kept sorted numerically
+
+
+def test_freezes_after_exactly_expect_joins():
+    state = Round(job="job", expect=3)
+    actions = []
+    for p in (C, A, B):
+        step = join(state, p, 3)
+        actions.append(step.action)
+        state = step.state
+    assert actions == [Action.BROADCAST_WAITING, Action.BROADCAST_WAITING, Action.BROADCAST_FROZEN]
+    assert state.phase is RoundPhase.FROZEN
+    assert state.membership == Membership(job="job", round=1, members=(A, B, C))
+    assert state.joined == (A, B, C)
+
+
+def test_expect_one_freezes_on_the_first_join():
+    step = join(Round(job="solo", expect=1), A, 1)
+    assert step.action is Action.BROADCAST_FROZEN
+    assert step.state.membership.members == (A,)
+
+
+def test_rejoin_of_the_same_peer_is_idempotent():
+    state = gather(Round(job="job", expect=3), A, B)
+    step = join(state, A, 3)
+    assert step.action is Action.BROADCAST_WAITING
+    assert step.rejection is None
+    assert step.state.joined == (A, B)
+    assert step.state.phase is RoundPhase.GATHERING
+    # and it still freezes at exactly expect distinct peers
+    step = join(step.state, C, 3)
+    assert step.action is Action.BROADCAST_FROZEN
+    assert step.state.membership.members == (A, B, C)
+
+
+def test_rejoin_does_not_count_twice_towards_expect():
+    state = gather(Round(job="job", expect=2), A)
+    for _ in range(3):
+        step = join(state, A, 2)
+        assert step.action is Action.BROADCAST_WAITING
+        state = step.state
+    assert state.joined == (A,)
+
+
+@pytest.mark.parametrize(
+    "twin",
+    [
+        peer("10.0.0.50", "aaaaaaaa"),  # other address
+        peer("10.0.0.9", "aaaaaaaa", port=7001),  # other port
+        peer("10.0.0.9", "aaaaaaaa", tf_port=9001),  # other TF port
+    ],
+)
+def test_duplicate_node_id_from_another_endpoint_is_rejected(twin):
+    state = gather(Round(job="job", expect=3), A, B)
+    step = join(state, twin, 3)
+    assert step.action is Action.REJECT
+    assert step.rejection.reason is RejectReason.DUPLICATE_NODE
+    assert "aaaaaaaa" in step.rejection.message
+    assert A.endpoint in step.rejection.message
+    assert twin.endpoint in step.rejection.message
+    assert step.state == state
+
+
+def test_endpoint_clash_is_rejected():
+    state = gather(Round(job="job", expect=3), A, B)
+    clash = peer("10.0.0.9", "eeeeeeee", port=A.port, tf_port=9999)
+    step = join(state, clash, 3)
+    assert step.action is Action.REJECT
+    assert step.rejection.reason is RejectReason.ENDPOINT_CLASH
+    assert "eeeeeeee" in step.rejection.message and "aaaaaaaa" in step.rejection.message
+    assert step.state == state
+
+
+def test_same_address_other_port_is_not_a_clash():
+    state = gather(Round(job="job", expect=3), A)
+    neighbour = peer("10.0.0.9", "eeeeeeee", port=A.port + 1, tf_port=9001)
+    step = join(state, neighbour, 3)
+    assert step.action is Action.BROADCAST_WAITING
+    assert step.state.joined == (A, neighbour)
+
+
+@pytest.mark.parametrize("theirs", [2, 4, 1, 4096])
+def test_expect_mismatch_is_rejected_with_both_values(theirs):
+    state = gather(Round(job="job", expect=3), A)
+    step = join(state, B, theirs)
+    assert step.action is Action.REJECT
+    assert step.rejection.reason is RejectReason.EXPECT_MISMATCH
+    assert f"--expect {theirs}" in step.rejection.message
+    assert "--expect 3" in step.rejection.message
+    assert "'job'" in step.rejection.message
+    assert B.describe() in step.rejection.message
+    assert step.state == state
+
+
+def test_expect_mismatch_is_rejected_after_the_freeze_too():
+    state = frozen_round()
+    step = join(state, D, 5)
+    assert step.rejection.reason is RejectReason.EXPECT_MISMATCH
+
+
+def test_late_join_after_freeze_is_rejected_naming_the_members():
+    state = frozen_round()
+    step = join(state, D, 3)
+    assert step.action is Action.REJECT
+    assert step.rejection.reason is RejectReason.ALREADY_FROZEN
+    message = step.rejection.message
+    assert "10.0.0.9 (aaaaaaaa), 10.0.0.10 (bbbbbbbb), 10.0.0.100 (cccccccc)" in message
+    assert "3 of 3" in message
+    assert "frozen" in message
+    assert D.describe() in message
+    assert "--job" in message
+    assert step.state == state
+
+
+@pytest.mark.parametrize("make, word", [(released_round, "released"), (aborted_round, "aborted")])
+def test_join_after_release_or_abort_is_rejected(make, word):
+    state = make()
+    step = join(state, D, 3)
+    assert step.action is Action.REJECT
+    assert step.rejection.reason is RejectReason.ALREADY_FROZEN
+    assert word in step.rejection.message
+    assert step.state == state
+
+
+# --------------------------------------------------------------------------
+# leave
+# --------------------------------------------------------------------------
+
+
+def test_leave_before_freeze():
+    state = gather(Round(job="job", expect=3), A, B)
+    step = leave(state, "aaaaaaaa")
+    assert step.action is Action.BROADCAST_WAITING
+    assert step.state.joined == (B,)
+    assert step.state.phase is RoundPhase.GATHERING
+
+
+def test_leave_then_another_peer_completes_the_round():
+    state = gather(Round(job="job", expect=3), A, B)
+    state = leave(state, "aaaaaaaa").state
+    state = gather(state, C)
+    assert state.phase is RoundPhase.GATHERING
+    step = join(state, D, 3)
+    assert step.action is Action.BROADCAST_FROZEN
+    assert step.state.membership.members == (D, B, C)
+
+
+def test_leave_of_an_unknown_node_does_nothing():
+    state = gather(Round(job="job", expect=3), A)
+    step = leave(state, "eeeeeeee")
+    assert step == Step(state, Action.NOTHING)
+
+
+def test_leave_after_freeze_aborts_naming_the_member():
+    state = frozen_round()
+    step = leave(state, "bbbbbbbb")
+    assert step.action is Action.ABORT
+    assert step.state.phase is RoundPhase.ABORTED
+    assert "10.0.0.10 (bbbbbbbb)" in step.state.abort_reason
+
+
+def test_leave_after_freeze_by_a_stranger_does_nothing():
+    state = frozen_round()
+    assert leave(state, "eeeeeeee") == Step(state, Action.NOTHING)
+
+
+@pytest.mark.parametrize("make", [released_round, aborted_round])
+def test_leave_after_release_or_abort_does_nothing(make):
+    state = make()
+    assert leave(state, "aaaaaaaa") == Step(state, Action.NOTHING)
+
+
+# --------------------------------------------------------------------------
+# ready
+# --------------------------------------------------------------------------
+
+
+def test_release_only_after_all_members_are_ready():
+    state = frozen_round()
+    digest = state.membership.digest
+    step = ready(state, "bbbbbbbb", digest)
+    assert step.action is Action.NOTHING and step.state.phase is RoundPhase.FROZEN
+    assert step.state.ready == {"bbbbbbbb"}
+    step = ready(step.state, "bbbbbbbb", digest)  # a repeated Ready counts once
+    assert step.action is Action.NOTHING and step.state.ready == {"bbbbbbbb"}
+    step = ready(step.state, "cccccccc", digest)
+    assert step.action is Action.NOTHING and step.state.phase is RoundPhase.FROZEN
+    step = ready(step.state, "aaaaaaaa", digest)
+    assert step.action is Action.RELEASE
+    assert step.state.phase is RoundPhase.RELEASED
+    assert step.state.ready == {"aaaaaaaa", "bbbbbbbb", "cccccccc"}
+
+
+def test_ready_with_a_wrong_digest_aborts():
+    state = frozen_round()
+    good = state.membership.digest
+    bad = "0" * 64
+    step = ready(ready(state, "aaaaaaaa", good).state, "bbbbbbbb", bad)
+    assert step.action is Action.ABORT
+    assert step.state.phase is RoundPhase.ABORTED
+    assert "bbbbbbbb" in step.state.abort_reason
+    assert good[:12] in step.state.abort_reason
+    assert bad[:12] in step.state.abort_reason
+
+
+def test_ready_from_a_stranger_is_rejected():
+    state = frozen_round()
+    step = ready(state, "eeeeeeee", state.membership.digest)
+    assert step.action is Action.REJECT
+    assert step.rejection.reason is RejectReason.NOT_A_MEMBER
+    assert "eeeeeeee" in step.rejection.message
+    assert step.state == state
+
+
+def test_ready_before_freeze_does_nothing():
+    state = gather(Round(job="job", expect=3), A)
+    assert ready(state, "aaaaaaaa", "x") == Step(state, Action.NOTHING)
+
+
+@pytest.mark.parametrize("make", [released_round, aborted_round])
+def test_ready_after_release_or_abort_does_nothing(make):
+    state = make()
+    assert ready(state, "aaaaaaaa", "0" * 64) == Step(state, Action.NOTHING)
+
+
+# --------------------------------------------------------------------------
+# abort
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make", [lambda: Round(job="job", expect=3), frozen_round])
+def test_abort_gathering_or_frozen(make):
+    step = abort(make(), "operator said so")
+    assert step.action is Action.ABORT
+    assert step.state.phase is RoundPhase.ABORTED
+    assert step.state.abort_reason == "operator said so"
+
+
+@pytest.mark.parametrize("make", [released_round, aborted_round])
+def test_abort_after_release_or_abort_does_nothing(make):
+    state = make()
+    assert abort(state, "again") == Step(state, Action.NOTHING)
+
+
+def test_abort_keeps_the_first_reason():
+    state = aborted_round()
+    assert abort(state, "second").state.abort_reason == "test"
+
+
+# --------------------------------------------------------------------------
+# Properties
+# --------------------------------------------------------------------------
+
+node_ids = st.from_regex(r"[0-9a-f]{8,32}", fullmatch=True)
+ports = st.integers(min_value=1, max_value=65535)
+peers = st.builds(
+    Peer, node_id=node_ids, address=st.one_of(st.ip_addresses(v=4), st.ip_addresses(v=6)), port=ports, tf_port=ports
+)
+v4_peers = st.builds(Peer, node_id=node_ids, address=st.ip_addresses(v=4), port=ports, tf_port=ports)
+
+
+def distinct(strategy: st.SearchStrategy[Peer]) -> st.SearchStrategy[list[Peer]]:
+    return st.lists(
+        strategy,
+        min_size=1,
+        max_size=10,
+        unique_by=(lambda p: p.node_id, lambda p: (p.address, p.port)),
+    )
+
+
+def run_joins(ps: list[Peer]) -> Round:
+    state = Round(job="prop", expect=len(ps))
+    for i, p in enumerate(ps):
+        step = join(state, p, len(ps))
+        expected = Action.BROADCAST_FROZEN if i == len(ps) - 1 else Action.BROADCAST_WAITING
+        assert step.action is expected
+        state = step.state
+    return state
+
+
+@given(distinct(peers), st.permutations(range(10)))
+def test_any_join_order_freezes_the_same_sorted_membership(ps, perm):
+    order = [ps[i] for i in perm if i < len(ps)]
+    frozen_a = run_joins(ps)
+    frozen_b = run_joins(order)
+    assert frozen_a.membership == frozen_b.membership
+    assert list(frozen_a.membership.members) == sorted(ps)
+    assert frozen_a.membership.digest == frozen_b.membership.digest
+
+
+@given(distinct(v4_peers))
+@example([C, B, A])
+@example([peer("10.0.0.10", "0000000a"), peer("9.255.255.255", "0000000b")])
+@example([peer("192.168.1.10", "0000000a"), peer("192.168.1.2", "0000000b")])
+def test_worker_zero_is_the_numerically_lowest_address(ps):
+    membership = run_joins(ps).membership
+    lowest = min(int(p.address) for p in ps)
+    assert int(membership.members[0].address) == lowest
+    assert build_tf_config(membership, 0)["cluster"]["worker"][0] == membership.members[0].tf_endpoint
+    assert membership.coordinator == membership.members[0]
+
+
+@given(distinct(peers))
+def test_worker_zero_prefers_ipv4(ps):
+    membership = run_joins(ps).membership
+    first = membership.members[0]
+    if any(p.address.version == 4 for p in ps):
+        assert first.address.version == 4
+    assert int(first.address) == min(int(p.address) for p in ps if p.address.version == first.address.version)
+
+
+@given(distinct(peers))
+def test_every_rank_gets_an_identical_worker_list(ps):
+    membership = run_joins(ps).membership
+    lists = {tuple(build_tf_config(membership, r)["cluster"]["worker"]) for r in range(len(ps))}
+    assert len(lists) == 1
+    for p in ps:
+        rank = membership.rank_of(p.node_id)
+        assert build_tf_config(membership, rank)["cluster"]["worker"][rank] == p.tf_endpoint
+
+
+@given(distinct(peers), st.randoms())
+def test_release_happens_exactly_on_the_last_ready_in_any_order(ps, rnd):
+    state = run_joins(ps)
+    digest = state.membership.digest
+    order = [p.node_id for p in ps]
+    rnd.shuffle(order)
+    for i, node_id in enumerate(order):
+        step = ready(state, node_id, digest)
+        assert step.action is (Action.RELEASE if i == len(order) - 1 else Action.NOTHING)
+        state = step.state
+    assert state.phase is RoundPhase.RELEASED
+
+
+@given(distinct(peers), st.data())
+def test_joins_with_leaves_before_the_freeze_still_freeze_the_sorted_remaining(ps, data):
+    # Everyone but the last joins; some leave again and rejoin; then the last one joins.
+    state = Round(job="prop", expect=len(ps))
+    for p in ps[:-1]:
+        state = join(state, p, len(ps)).state
+    leavers = data.draw(st.lists(st.sampled_from(ps[:-1]), unique=True) if len(ps) > 1 else st.just([]))
+    for p in leavers:
+        state = leave(state, p.node_id).state
+    assert len(state.joined) == len(ps) - 1 - len(leavers)
+    for p in leavers:
+        state = join(state, p, len(ps)).state
+    step = join(state, ps[-1], len(ps))
+    assert step.action is Action.BROADCAST_FROZEN
+    assert list(step.state.membership.members) == sorted(ps)

@@ -1,0 +1,296 @@
+"""Tests of rendezvous.core.view: a peer's view of its job and whom it joins."""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rendezvous.core.advert import Advert, Phase
+from rendezvous.core.peer import Peer
+from rendezvous.core.view import PeerView, Target
+
+ip = ipaddress.ip_address
+
+
+def peer(address: str, node_id: str, port: int = 7000, tf_port: int = 9000) -> Peer:
+    return Peer(node_id=node_id, address=ip(address), port=port, tf_port=tf_port)
+
+
+def advert(address: str, node_id: str, *, job: str = "job", expect: int = 3, port: int = 7000, **kw) -> Advert:
+    return Advert(peer=peer(address, node_id, port=port), job=job, expect=expect, **kw)
+
+
+ME = advert("10.0.0.10", "aaaaaaaa")
+LOW = advert("10.0.0.9", "bbbbbbbb")
+HIGH = advert("10.0.0.100", "cccccccc")
+
+
+def view(*others: Advert, me: Advert = ME) -> PeerView:
+    v = PeerView(me)
+    for a in others:
+        v = v.seen(a)
+    return v
+
+
+# --------------------------------------------------------------------------
+# seen / gone / with_me
+# --------------------------------------------------------------------------
+
+
+def test_a_new_view_holds_only_me():
+    v = PeerView(ME)
+    assert v.others == {}
+    assert v.adverts == [ME]
+    assert v.peers == [ME.peer]
+
+
+def test_seen_adds_a_peer_of_the_same_job():
+    v = view(LOW)
+    assert v.others == {"bbbbbbbb": LOW}
+    assert v.adverts == [ME, LOW]
+
+
+def test_seen_is_immutable():
+    v = PeerView(ME)
+    v2 = v.seen(LOW)
+    assert v.others == {}
+    assert v2 is not v
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        v.me = LOW  # type: ignore[misc]
+
+
+def test_seen_ignores_other_jobs():
+    v = PeerView(ME)
+    assert v.seen(advert("10.0.0.1", "dddddddd", job="other")) is v
+
+
+def test_seen_ignores_my_own_advert():
+    v = PeerView(ME)
+    assert v.seen(ME) is v
+    assert v.seen(ME.with_phase(Phase.FROZEN, "10.0.0.9:7000")) is v
+
+
+def test_seen_updates_an_advert_in_place():
+    frozen = LOW.with_phase(Phase.FROZEN, LOW.peer.endpoint)
+    v = view(LOW, HIGH).seen(frozen)
+    assert v.others["bbbbbbbb"] == frozen
+    assert len(v.others) == 2
+
+
+def test_seen_updates_a_moved_peer():
+    moved = advert("10.0.0.50", "bbbbbbbb")
+    v = view(LOW).seen(moved)
+    assert v.others == {"bbbbbbbb": moved}
+    assert v.peers == [ME.peer, moved.peer]
+
+
+def test_gone_removes_a_peer():
+    v = view(LOW, HIGH).gone("bbbbbbbb")
+    assert set(v.others) == {"cccccccc"}
+
+
+def test_gone_of_an_unknown_peer_is_the_same_view():
+    v = view(LOW)
+    assert v.gone("dddddddd") is v
+    assert v.gone(ME.node_id) is v
+
+
+def test_gone_does_not_touch_the_original():
+    v = view(LOW)
+    v.gone("bbbbbbbb")
+    assert "bbbbbbbb" in v.others
+
+
+def test_with_me_replaces_my_advert_and_keeps_the_others():
+    me2 = ME.with_phase(Phase.RUNNING)
+    v = view(LOW).with_me(me2)
+    assert v.me == me2
+    assert v.others == {"bbbbbbbb": LOW}
+
+
+def test_peers_are_sorted_numerically():
+    v = view(HIGH, LOW)
+    assert [str(p.address) for p in v.peers] == ["10.0.0.9", "10.0.0.10", "10.0.0.100"]
+
+
+# --------------------------------------------------------------------------
+# conflicts
+# --------------------------------------------------------------------------
+
+
+def test_no_conflicts_when_everyone_agrees():
+    assert view(LOW, HIGH).conflicts() == []
+
+
+def test_conflicts_name_both_expect_values_and_the_peer():
+    odd = advert("10.0.0.9", "bbbbbbbb", expect=4)
+    (message,) = view(odd, HIGH).conflicts()
+    assert "--expect 4" in message
+    assert "--expect 3" in message
+    assert "10.0.0.9 (bbbbbbbb)" in message
+    assert "10.0.0.10 (aaaaaaaa)" in message
+    assert "'job'" in message
+
+
+def test_conflicts_are_listed_in_numeric_peer_order():
+    a = advert("10.0.0.100", "cccccccc", expect=2)
+    b = advert("10.0.0.9", "bbbbbbbb", expect=5)
+    messages = view(a, b).conflicts()
+    assert len(messages) == 2
+    assert "10.0.0.9" in messages[0] and "10.0.0.100" in messages[1]
+
+
+def test_other_jobs_never_conflict():
+    assert view(advert("10.0.0.1", "dddddddd", job="other", expect=9)).conflicts() == []
+
+
+# --------------------------------------------------------------------------
+# target
+# --------------------------------------------------------------------------
+
+
+def test_alone_i_target_myself():
+    t = PeerView(ME).target()
+    assert t == Target(ME.peer.endpoint, ME.peer)
+    assert not t.is_frozen_job
+
+
+def test_target_is_the_numerically_lowest_peer():
+    t = view(HIGH, LOW).target()
+    assert t.peer == LOW.peer
+    assert t.endpoint == "10.0.0.9:7000"
+
+
+def test_target_is_me_when_i_am_lowest():
+    t = view(HIGH, me=LOW).target()
+    assert t.peer == LOW.peer
+
+
+def test_target_prefers_ipv4_over_lower_ipv6():
+    six = advert("::1", "dddddddd")
+    t = view(six).target()
+    assert t.peer == ME.peer
+
+
+def test_target_after_the_lowest_peer_is_gone():
+    assert view(HIGH, LOW).gone("bbbbbbbb").target().peer == ME.peer
+
+
+def test_frozen_job_coordinator_wins_over_the_lowest_peer():
+    # HIGH advertises that the job froze with ME's neighbour as coordinator,
+    # although LOW is the lowest peer this node sees.
+    coordinator = advert("10.0.0.50", "dddddddd", port=7005)
+    frozen = HIGH.with_phase(Phase.FROZEN, coordinator.peer.endpoint)
+    t = view(LOW, frozen, coordinator).target()
+    assert t.endpoint == "10.0.0.50:7005"
+    assert t.peer == coordinator.peer
+    assert not t.is_frozen_job
+
+
+def test_frozen_job_with_an_unknown_coordinator_targets_the_endpoint():
+    frozen = HIGH.with_phase(Phase.RUNNING, "10.0.0.1:7777")
+    t = view(LOW, frozen).target()
+    assert t == Target("10.0.0.1:7777", None)
+    assert t.is_frozen_job
+
+
+def test_frozen_coordinator_matching_rendezvous_endpoint_not_tf_endpoint():
+    # the advertised coordinator is a rendezvous endpoint: a TF endpoint must not match
+    frozen = HIGH.with_phase(Phase.FROZEN, LOW.peer.tf_endpoint)
+    t = view(LOW, frozen).target()
+    assert t.endpoint == LOW.peer.tf_endpoint
+    assert t.peer is None
+
+
+@pytest.mark.parametrize("phase", [Phase.FROZEN, Phase.RUNNING, Phase.FINISHED])
+def test_every_non_waiting_phase_with_a_coordinator_counts_as_frozen(phase):
+    t = view(LOW, HIGH.with_phase(phase, "10.0.0.1:7777")).target()
+    assert t.endpoint == "10.0.0.1:7777"
+
+
+def test_waiting_adverts_with_a_coordinator_are_not_frozen():
+    waiting = dataclasses.replace(HIGH, coordinator="10.0.0.1:7777")
+    assert waiting.phase is Phase.WAITING
+    assert view(LOW, waiting).target().peer == LOW.peer
+
+
+def test_frozen_adverts_without_a_coordinator_are_ignored():
+    assert view(LOW, HIGH.with_phase(Phase.FROZEN)).target().peer == LOW.peer
+    assert view(LOW, HIGH.with_phase(Phase.FROZEN, "")).target().peer == LOW.peer
+
+
+def test_several_frozen_adverts_the_lowest_one_decides():
+    a = HIGH.with_phase(Phase.FROZEN, "10.0.0.2:7000")
+    b = LOW.with_phase(Phase.FROZEN, "10.0.0.1:7000")
+    assert view(a, b).target().endpoint == "10.0.0.1:7000"
+    assert view(b, a).target().endpoint == "10.0.0.1:7000"
+
+
+def test_my_own_frozen_phase_does_not_redirect_me():
+    me = ME.with_phase(Phase.FROZEN, "10.0.0.1:7777")
+    assert view(HIGH, me=me).target().peer == ME.peer
+
+
+def test_frozen_coordinator_over_ipv6_is_found_among_peers():
+    coordinator = advert("2001:db8::1", "dddddddd", port=7005)
+    me = advert("2001:db8::2", "aaaaaaaa")
+    frozen = advert("2001:db8::3", "cccccccc").with_phase(Phase.FROZEN, "[2001:db8::1]:7005")
+    t = view(frozen, coordinator, me=me).target()
+    assert t.peer == coordinator.peer
+
+
+node_ids = st.from_regex(r"[0-9a-f]{8,32}", fullmatch=True)
+
+
+@given(st.lists(st.tuples(st.ip_addresses(v=4), node_ids), min_size=1, max_size=10, unique_by=lambda t: t[1]))
+def test_every_waiting_peer_agrees_on_the_target(entries):
+    ads = [Advert(peer=Peer(node_id=n, address=a, port=7000, tf_port=9000), job="j", expect=len(entries)) for a, n in entries]
+    targets = set()
+    for me in ads:
+        v = PeerView(me)
+        for other in ads:
+            v = v.seen(other)
+        targets.add(v.target())
+    assert len(targets) == 1
+    (target,) = targets
+    assert int(target.peer.address) == min(int(a) for a, _ in entries)
+
+
+# --------------------------------------------------------------------------
+# progress and missing_summary
+# --------------------------------------------------------------------------
+
+
+def test_progress_alone():
+    assert PeerView(ME).progress() == "job 'job': 1/3 peers seen: 10.0.0.10 (aaaaaaaa) [coordinator]"
+
+
+def test_progress_marks_the_lowest_as_coordinator_in_numeric_order():
+    assert view(HIGH, LOW).progress() == (
+        "job 'job': 3/3 peers seen: 10.0.0.9 (bbbbbbbb) [coordinator], "
+        "10.0.0.10 (aaaaaaaa), 10.0.0.100 (cccccccc)"
+    )
+
+
+def test_progress_can_exceed_expect():
+    extra = advert("10.0.0.200", "dddddddd")
+    assert "4/3 peers seen" in view(LOW, HIGH, extra).progress()
+
+
+def test_missing_summary_counts_the_missing():
+    assert view(LOW).missing_summary() == (
+        "saw 2 of 3 peers of job 'job': 10.0.0.9 (bbbbbbbb), 10.0.0.10 (aaaaaaaa); 1 never appeared"
+    )
+
+
+def test_missing_summary_alone():
+    assert PeerView(ME).missing_summary().endswith("; 2 never appeared")
+
+
+def test_missing_summary_never_goes_negative():
+    extra = advert("10.0.0.200", "dddddddd")
+    assert view(LOW, HIGH, extra).missing_summary().endswith("; 0 never appeared")

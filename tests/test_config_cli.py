@@ -1,0 +1,386 @@
+"""Tests of rendezvous.config (JoinConfig validation) and rendezvous.cli (parsing, exit codes).
+
+Bad options are exercised through `python -m rendezvous` subprocesses: they must exit with
+status 2 before any network activity, naming the bad value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import subprocess
+import sys
+
+import pytest
+
+from rendezvous import __version__
+from rendezvous.cli import build_parser, config_from_args, resolve_command, split_command
+from rendezvous.config import DEFAULT_JOB, JoinConfig, default_trainer_command
+from rendezvous.errors import (
+    AddressError,
+    ConfigError,
+    CoordinatorError,
+    LaunchError,
+    MembershipError,
+    RendezvousError,
+    RendezvousTimeout,
+)
+
+TRAINER = (sys.executable, "-m", "trainer")
+
+
+def rendezvous(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rendezvous", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+# --------------------------------------------------------------------------
+# Errors and exit codes
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "cls, code",
+    [
+        (ConfigError, 2),
+        (RendezvousTimeout, 3),
+        (MembershipError, 4),
+        (AddressError, 5),
+        (CoordinatorError, 6),
+        (LaunchError, 127),
+    ],
+)
+def test_error_classes_and_exit_codes(cls, code):
+    assert issubclass(cls, RendezvousError)
+    assert cls.exit_code == code
+
+
+def test_exit_codes_are_distinct():
+    classes = [ConfigError, RendezvousTimeout, MembershipError, AddressError, CoordinatorError, LaunchError]
+    assert len({c.exit_code for c in classes}) == len(classes)
+
+
+# --------------------------------------------------------------------------
+# JoinConfig
+# --------------------------------------------------------------------------
+
+
+def test_defaults():
+    c = JoinConfig(expect=2)
+    assert c.job == DEFAULT_JOB == "default"
+    assert c.command == default_trainer_command() == TRAINER
+    assert c.address is None and c.interface is None
+    assert (c.port, c.tf_port) == (0, 0)
+    assert c.timeout is None
+    assert c.stop_grace == 10.0
+    assert c.retry_interval > 0
+
+
+def test_config_is_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        JoinConfig(expect=2).expect = 3  # type: ignore[misc]
+
+
+def test_a_fully_specified_valid_config():
+    c = JoinConfig(
+        expect=4096,
+        job="a" * 63,
+        command=("python", "train.py"),
+        address="2001:db8::1",
+        interface="eth0",
+        port=65535,
+        tf_port=1,
+        timeout=0.001,
+        stop_grace=0.0,
+        retry_interval=0.01,
+    )
+    assert c.expect == 4096 and c.address == "2001:db8::1"
+
+
+@pytest.mark.parametrize(
+    "kwargs, needles",
+    [
+        ({"expect": 0}, ["--expect", "0"]),
+        ({"expect": -1}, ["--expect", "-1"]),
+        ({"expect": 4097}, ["--expect", "4097"]),
+        ({"expect": 2.0}, ["--expect", "2.0"]),
+        ({"expect": "2"}, ["--expect", "'2'"]),
+        ({"job": ""}, ["--job", "''"]),
+        ({"job": "bad job"}, ["--job", "'bad job'"]),
+        ({"job": "-x"}, ["--job", "'-x'"]),
+        ({"job": "a" * 64}, ["--job", "a" * 64]),
+        ({"command": ()}, ["command", "empty"]),
+        ({"address": "example.com"}, ["--address", "'example.com'"]),
+        ({"address": "10.0.0.256"}, ["--address", "'10.0.0.256'"]),
+        ({"address": ""}, ["--address", "''"]),
+        ({"port": -1}, ["--port", "-1"]),
+        ({"port": 65536}, ["--port", "65536"]),
+        ({"tf_port": 70000}, ["--tf-port", "70000"]),
+        ({"tf_port": -5}, ["--tf-port", "-5"]),
+        ({"timeout": 0}, ["--timeout", "0"]),
+        ({"timeout": -1.5}, ["--timeout", "-1.5"]),
+        ({"timeout": math.inf}, ["--timeout", "inf"]),
+        ({"timeout": math.nan}, ["--timeout", "nan"]),
+        ({"stop_grace": -0.5}, ["--stop-grace", "-0.5"]),
+        ({"stop_grace": math.inf}, ["--stop-grace", "inf"]),
+        ({"stop_grace": math.nan}, ["--stop-grace", "nan"]),
+        ({"retry_interval": 0}, ["retry interval", "0"]),
+        ({"retry_interval": -1}, ["retry interval", "-1"]),
+        ({"retry_interval": math.nan}, ["retry interval", "nan"]),
+    ],
+)
+def test_invalid_values_raise_config_error_naming_option_and_value(kwargs, needles):
+    kwargs = {"expect": 2, **kwargs}
+    with pytest.raises(ConfigError) as info:
+        JoinConfig(**kwargs)
+    for needle in needles:
+        assert needle in str(info.value)
+
+
+def test_job_with_a_trailing_newline_is_a_config_error():
+    # --job is documented as letters, digits, '.', '_' or '-' only.
+    with pytest.raises(ConfigError):
+        JoinConfig(expect=2, job="train\n")
+
+
+# --------------------------------------------------------------------------
+# split_command / resolve_command
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, options, command",
+    [
+        ([], [], []),
+        (["join", "--expect", "2"], ["join", "--expect", "2"], []),
+        (["join", "--expect", "2", "--"], ["join", "--expect", "2"], []),
+        (["join", "--expect", "2", "--", "python", "t.py"], ["join", "--expect", "2"], ["python", "t.py"]),
+        (["--", "x"], [], ["x"]),
+        # only the first '--' splits: later ones belong to the command
+        (["join", "--", "cmd", "--", "--expect", "9"], ["join"], ["cmd", "--", "--expect", "9"]),
+        (["join", "--expect", "2", "--", "--epochs", "5"], ["join", "--expect", "2"], ["--epochs", "5"]),
+    ],
+)
+def test_split_command_at_the_first_double_dash(argv, options, command):
+    assert split_command(argv) == (options, command)
+
+
+def test_split_command_accepts_tuples_and_does_not_mutate():
+    argv = ["join", "--", "a"]
+    assert split_command(tuple(argv)) == (["join"], ["a"])
+    assert argv == ["join", "--", "a"]
+
+
+def test_resolve_empty_command_is_the_bundled_trainer():
+    assert resolve_command([]) == TRAINER
+    assert resolve_command(()) == TRAINER
+
+
+@pytest.mark.parametrize("options", [["--epochs", "5"], ["-e", "5"], ["-"], ["--dataset=digits", "train.py"]])
+def test_resolve_leading_dash_passes_options_to_the_trainer(options):
+    assert resolve_command(options) == (*TRAINER, *options)
+
+
+@pytest.mark.parametrize("command", [["python", "train.py", "--epochs", "5"], ["./run.sh"], ["env", "-i", "x"]])
+def test_resolve_a_real_command_is_kept_as_is(command):
+    assert resolve_command(command) == tuple(command)
+
+
+# --------------------------------------------------------------------------
+# build_parser / config_from_args (in process)
+# --------------------------------------------------------------------------
+
+
+def parse(*args: str):
+    return build_parser().parse_args(list(args))
+
+
+def test_parser_defaults():
+    args = parse("join", "--expect", "3")
+    assert args.subcommand == "join"
+    assert args.expect == 3
+    assert args.job == DEFAULT_JOB
+    assert args.address is None and args.interface is None
+    assert (args.port, args.tf_port) == (0, 0)
+    assert args.timeout is None
+    assert args.stop_grace == 10.0
+    assert (args.verbose, args.quiet) == (0, False)
+
+
+def test_parser_all_options():
+    args = parse(
+        "join", "--expect", "8", "--job", "exp-1", "--address", "10.0.0.5", "--interface", "eth1",
+        "--port", "7000", "--tf-port", "9000", "--timeout", "30", "--stop-grace", "2.5", "-vv", "-q",
+    )
+    assert (args.expect, args.job, args.address, args.interface) == (8, "exp-1", "10.0.0.5", "eth1")
+    assert (args.port, args.tf_port, args.timeout, args.stop_grace) == (7000, 9000, 30.0, 2.5)
+    assert (args.verbose, args.quiet) == (2, True)
+
+
+def test_config_from_args():
+    args = parse("join", "--expect", "2", "--job", "j", "--port", "7000", "--timeout", "5")
+    c = config_from_args(args, ["--epochs", "1"])
+    assert c == JoinConfig(
+        expect=2, job="j", command=(*TRAINER, "--epochs", "1"), port=7000, timeout=5.0
+    )
+    assert config_from_args(args, ["python", "x.py"]).command == ("python", "x.py")
+    assert config_from_args(args, []).command == TRAINER
+
+
+def test_config_from_args_raises_config_error_for_bad_values():
+    with pytest.raises(ConfigError, match="4097"):
+        config_from_args(parse("join", "--expect", "4097"), [])
+
+
+@pytest.mark.parametrize("args", [[], ["join"], ["join", "--expect", "x"], ["join", "--expect", "2", "--nope"]])
+def test_parser_refuses_with_system_exit_2(args, capsys):
+    with pytest.raises(SystemExit) as info:
+        build_parser().parse_args(args)
+    assert info.value.code == 2
+
+
+# --------------------------------------------------------------------------
+# The real command line, in a subprocess
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--expect", "0"], "got 0"),
+        (["--expect", "4097"], "4097"),
+        (["--expect", "-3"], "-3"),
+        (["--expect", "two"], "'two'"),
+        (["--expect", "2.5"], "'2.5'"),
+        (["--expect", "2", "--job", "bad job"], "'bad job'"),
+        (["--expect", "2", "--job", "a" * 64], "a" * 64),
+        (["--expect", "2", "--job", "job/1"], "'job/1'"),
+        (["--expect", "2", "--address", "example.com"], "'example.com'"),
+        (["--expect", "2", "--address", "999.1.1.1"], "'999.1.1.1'"),
+        (["--expect", "2", "--port", "70000"], "70000"),
+        (["--expect", "2", "--port", "-1"], "-1"),
+        (["--expect", "2", "--port", "http"], "'http'"),
+        (["--expect", "2", "--tf-port", "65536"], "65536"),
+        (["--expect", "2", "--timeout", "0"], "got 0.0"),
+        (["--expect", "2", "--timeout", "-5"], "-5.0"),
+        (["--expect", "2", "--timeout", "nan"], "nan"),
+        (["--expect", "2", "--timeout", "inf"], "inf"),
+        (["--expect", "2", "--timeout", "soon"], "'soon'"),
+        (["--expect", "2", "--stop-grace", "-1"], "-1.0"),
+        (["--expect", "2", "--stop-grace", "forever"], "'forever'"),
+        (["--expect", "2", "--stop-grace", "inf"], "inf"),
+    ],
+)
+def test_bad_option_exits_2_naming_the_value(args, needle):
+    result = rendezvous("join", *args)
+    assert result.returncode == 2, result
+    assert needle in result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "args, option",
+    [
+        (["--expect", "0"], "--expect"),
+        (["--expect", "2", "--job", "bad job"], "--job"),
+        (["--expect", "2", "--address", "example.com"], "--address"),
+        (["--expect", "2", "--port", "70000"], "--port"),
+        (["--expect", "2", "--tf-port", "65536"], "--tf-port"),
+        (["--expect", "2", "--timeout", "0"], "--timeout"),
+        (["--expect", "2", "--stop-grace", "-1"], "--stop-grace"),
+    ],
+)
+def test_invalid_value_message_names_the_option(args, option):
+    result = rendezvous("join", *args)
+    assert result.returncode == 2
+    assert "rendezvous: error:" in result.stderr
+    assert option in result.stderr
+
+
+def test_bad_option_before_the_command_is_still_reported():
+    # the command after '--' is not parsed, even when it looks like our options
+    result = rendezvous("join", "--expect", "0", "--", "python", "train.py", "--expect", "5")
+    assert result.returncode == 2
+    assert "got 0" in result.stderr
+
+
+def test_missing_expect_exits_2():
+    result = rendezvous("join")
+    assert result.returncode == 2
+    assert "--expect" in result.stderr
+
+
+def test_unknown_option_exits_2():
+    result = rendezvous("join", "--expect", "2", "--bogus")
+    assert result.returncode == 2
+    assert "--bogus" in result.stderr
+
+
+def test_no_subcommand_exits_2():
+    result = rendezvous()
+    assert result.returncode == 2
+
+
+def test_version():
+    result = rendezvous("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"rendezvous {__version__}"
+    assert __version__ == "0.1.0"
+
+
+def test_top_level_help_lists_join():
+    result = rendezvous("--help")
+    assert result.returncode == 0
+    assert "join" in result.stdout
+
+
+def join_option_strings() -> set[str]:
+    parser = build_parser()
+    (subparsers,) = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
+    join = subparsers.choices["join"]
+    return {s for action in join._actions for s in action.option_strings}
+
+
+def test_join_help_mentions_every_option():
+    result = rendezvous("join", "--help")
+    assert result.returncode == 0
+    options = join_option_strings()
+    expected = {
+        "-h", "--help", "--expect", "--job", "--address", "--interface", "--port", "--tf-port",
+        "--timeout", "--stop-grace", "-v", "--verbose", "-q", "--quiet",
+    }
+    assert expected <= options
+    for option in options:
+        assert option in result.stdout, option
+
+
+def test_join_help_documents_the_exit_codes():
+    result = rendezvous("join", "--help")
+    assert result.returncode == 0
+    text = result.stdout
+    assert "exit status" in text
+    lines = text.splitlines()
+    for code in (
+        ConfigError.exit_code,
+        RendezvousTimeout.exit_code,
+        MembershipError.exit_code,
+        AddressError.exit_code,
+        CoordinatorError.exit_code,
+        LaunchError.exit_code,
+    ):
+        assert any(line.strip().startswith(f"{code} ") for line in lines), code
+    assert "130/143" in text
+    assert "128+N" in text
+
+
+def test_join_help_explains_the_command():
+    text = rendezvous("join", "--help").stdout
+    assert "-- COMMAND" in text
+    assert "python -m trainer" in text
+    assert "TF_CONFIG" in text

@@ -1,0 +1,135 @@
+"""Tests of rendezvous.coordinator._wire: peers <-> protobuf, without any channel."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rendezvous.coordinator import _wire
+from rendezvous.core.advert import PROTOCOL_VERSION
+from rendezvous.core.peer import Peer
+from rendezvous.v1 import rendezvous_pb2 as pb
+
+ip = ipaddress.ip_address
+
+A = Peer(node_id="aaaaaaaa", address=ip("10.0.0.9"), port=7000, tf_port=9000)
+B6 = Peer(node_id="bbbbbbbb", address=ip("2001:db8::2"), port=7001, tf_port=9001)
+
+node_ids = st.from_regex(r"[0-9a-f]{8,32}", fullmatch=True)
+ports = st.integers(min_value=1, max_value=65535)
+peers = st.builds(
+    Peer, node_id=node_ids, address=st.one_of(st.ip_addresses(v=4), st.ip_addresses(v=6)), port=ports, tf_port=ports
+)
+
+
+def test_peer_to_pb_fields():
+    message = _wire.peer_to_pb(A)
+    assert (message.node_id, message.address, message.port, message.tf_port) == ("aaaaaaaa", "10.0.0.9", 7000, 9000)
+
+
+def test_ipv6_address_goes_on_the_wire_unbracketed():
+    assert _wire.peer_to_pb(B6).address == "2001:db8::2"
+
+
+@pytest.mark.parametrize("p", [A, B6])
+def test_round_trip(p):
+    assert _wire.peer_from_pb(_wire.peer_to_pb(p)) == p
+
+
+@given(peers)
+def test_round_trip_through_bytes(p):
+    data = _wire.peer_to_pb(p).SerializeToString()
+    assert _wire.peer_from_pb(pb.Peer.FromString(data)) == p
+
+
+@given(st.lists(peers, max_size=8))
+def test_peers_to_pb_keeps_order(ps):
+    messages = _wire.peers_to_pb(ps)
+    assert [_wire.peer_from_pb(m) for m in messages] == ps
+
+
+def test_peers_to_pb_accepts_any_iterable():
+    assert len(_wire.peers_to_pb(p for p in (A, B6))) == 2
+
+
+def test_frozen_member_list_survives_the_wire_in_order():
+    members = sorted([B6, A])
+    frozen = pb.Frozen(members=_wire.peers_to_pb(members), cluster_digest="d")
+    parsed = pb.Frozen.FromString(frozen.SerializeToString())
+    assert [_wire.peer_from_pb(m) for m in parsed.members] == members
+
+
+MALFORMED = [
+    pb.Peer(),
+    pb.Peer(node_id="aaaaaaaa", address="10.0.0.9", port=7000),  # no tf_port
+    pb.Peer(node_id="aaaaaaaa", address="10.0.0.9", tf_port=9000),  # no port
+    pb.Peer(node_id="aaaaaaaa", port=7000, tf_port=9000),  # no address
+    pb.Peer(address="10.0.0.9", port=7000, tf_port=9000),  # no node id
+    pb.Peer(node_id="AAAAAAAA", address="10.0.0.9", port=7000, tf_port=9000),
+    pb.Peer(node_id="aaaa", address="10.0.0.9", port=7000, tf_port=9000),
+    pb.Peer(node_id="a" * 33, address="10.0.0.9", port=7000, tf_port=9000),
+    pb.Peer(node_id="aaaaaaaa", address="host.example", port=7000, tf_port=9000),
+    pb.Peer(node_id="aaaaaaaa", address="10.0.0.256", port=7000, tf_port=9000),
+    pb.Peer(node_id="aaaaaaaa", address="[2001:db8::1]", port=7000, tf_port=9000),
+    pb.Peer(node_id="aaaaaaaa", address="10.0.0.9:7000", port=7000, tf_port=9000),
+    pb.Peer(node_id="aaaaaaaa", address="10.0.0.9", port=65536, tf_port=9000),
+    pb.Peer(node_id="aaaaaaaa", address="10.0.0.9", port=7000, tf_port=2**32 - 1),
+]
+
+
+@pytest.mark.parametrize("message", MALFORMED, ids=lambda m: repr(str(m).replace("\n", " ")))
+def test_malformed_peer_is_a_value_error(message):
+    with pytest.raises(ValueError):
+        _wire.peer_from_pb(message)
+
+
+@pytest.mark.parametrize("message", MALFORMED, ids=lambda m: repr(str(m).replace("\n", " ")))
+def test_optional_peer_of_a_malformed_peer_is_none(message):
+    assert _wire.optional_peer_from_pb(message) is None
+
+
+def test_optional_peer_of_an_empty_peer_is_none():
+    assert _wire.optional_peer_from_pb(pb.Peer()) is None
+    assert _wire.optional_peer_from_pb(pb.Redirect().coordinator) is None
+
+
+def test_optional_peer_of_a_valid_peer():
+    assert _wire.optional_peer_from_pb(_wire.peer_to_pb(B6)) == B6
+
+
+@given(
+    st.builds(
+        pb.Peer,
+        node_id=st.text(max_size=40),
+        address=st.text(max_size=45),
+        port=st.integers(min_value=0, max_value=2**32 - 1),
+        tf_port=st.integers(min_value=0, max_value=2**32 - 1),
+    )
+)
+def test_arbitrary_protobuf_peers_give_a_peer_or_a_value_error(message):
+    try:
+        p = _wire.peer_from_pb(message)
+    except ValueError:
+        assert _wire.optional_peer_from_pb(message) is None
+    else:
+        assert isinstance(p, Peer)
+        assert _wire.peer_to_pb(p).port == message.port
+
+
+def test_header():
+    h = _wire.header("job", 3, "aaaaaaaa")
+    assert h.protocol_version == PROTOCOL_VERSION
+    assert (h.job, h.round, h.sender_node_id) == ("job", 3, "aaaaaaaa")
+    assert not h.HasField("auth")
+
+
+def test_header_carries_a_64_bit_round():
+    h = pb.Header.FromString(_wire.header("job", 2**63 - 1, "aaaaaaaa").SerializeToString())
+    assert h.round == 2**63 - 1
+
+
+def test_channels_ignore_http_proxies():
+    assert ("grpc.enable_http_proxy", 0) in _wire.CHANNEL_OPTIONS

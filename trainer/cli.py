@@ -27,7 +27,8 @@ EXIT_CLUSTER = 3
 
 DATASETS = ("digits", "cifar10", "synthetic")
 MODELS = ("small_cnn", "resnet56")
-DEFAULT_LR = {"adam": 1e-3, "sgd": 0.1}
+ADAM_LR = 1e-3
+SGD_LR_PER_128 = 0.1  # SGD learning rate for a global batch of 128, scaled linearly
 DEFAULT_OPTIMIZER = {"small_cnn": "adam", "resnet56": "sgd"}
 
 
@@ -109,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--optimizer", choices=("adam", "sgd"),
                    help="default: adam for small_cnn, sgd with momentum 0.9 for resnet56")
     p.add_argument("--learning-rate", type=_positive_float,
-                   help="default: 0.001 for adam, 0.1 for sgd")
+                   help="default: 0.001 for adam; for sgd 0.1 x global batch size / 128")
     p.add_argument("--seed", type=int, default=0,
                    help="seeds initial weights, shuffling and synthetic data (default 0)")
     p.add_argument("--threads", type=_non_negative_int, default=0,
@@ -157,9 +158,14 @@ def _non_negative_float(s: str) -> float:
     return v
 
 
+# Import name -> name of the package that provides it.
+_PACKAGES = {"sklearn": "scikit-learn", "tf_keras": "tf-keras"}
+
+
 def _missing_dependency(e: ImportError) -> str:
-    name = (e.name or "").split(".")[0] or "a dependency"
-    return f"trainer: {name} is not installed ({e}). Install the trainer extra: {INSTALL_HINT}"
+    module = (e.name or "").split(".")[0]
+    package = _PACKAGES.get(module, module) or "a dependency"
+    return f"trainer: {package} is not installed ({e}). Install the trainer extra: {INSTALL_HINT}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,7 +174,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.optimizer is None:
         args.optimizer = DEFAULT_OPTIMIZER[args.model]
     if args.learning_rate is None:
-        args.learning_rate = DEFAULT_LR[args.optimizer]
+        args.learning_rate = (
+            ADAM_LR if args.optimizer == "adam"
+            else SGD_LR_PER_128 * args.global_batch_size / 128
+        )
     try:
         cluster = read_tf_config()
         if args.global_batch_size % cluster.num_workers:

@@ -97,13 +97,13 @@ def find_cifar10_dir(data_dir: str) -> str:
     """Return the directory holding the batch files: DIR or DIR/cifar-10-batches-py."""
     if not os.path.isdir(data_dir):
         raise DataError(f"CIFAR-10 data directory {data_dir} does not exist; expected {CIFAR_FORMAT}")
-    for candidate in (data_dir, os.path.join(data_dir, CIFAR_SUBDIR)):
-        if os.path.isfile(os.path.join(candidate, CIFAR_TEST_FILE)):
-            return candidate
     names = (*CIFAR_TRAIN_FILES, CIFAR_TEST_FILE)
+    for candidate in (data_dir, os.path.join(data_dir, CIFAR_SUBDIR)):
+        if any(os.path.exists(os.path.join(candidate, n)) for n in names):
+            return candidate
     raise DataError(
-        f"no CIFAR-10 batches in {data_dir} or {os.path.join(data_dir, CIFAR_SUBDIR)}: "
-        f"expected files {', '.join(names)} ({CIFAR_FORMAT})"
+        f"no CIFAR-10 batches in {data_dir} or {os.path.join(data_dir, CIFAR_SUBDIR)}; "
+        f"expected {CIFAR_FORMAT}"
     )
 
 
@@ -118,8 +118,12 @@ def load_cifar10(data_dir: str) -> Dataset:
     return Dataset("cifar10", np.concatenate(xs), np.concatenate(ys), x_test, y_test)
 
 
-# Globals a CIFAR-10 pickle may reference: NumPy array reconstruction only.
+# Globals a CIFAR-10 pickle may reference: NumPy array reconstruction and, in
+# protocol-2 pickles written by Python 3, bytes via _codecs.encode.
 _ALLOWED_GLOBALS = {
+    ("_codecs", "encode"),
+    ("numpy.core.numeric", "_frombuffer"),
+    ("numpy._core.numeric", "_frombuffer"),
     ("numpy.core.multiarray", "_reconstruct"),
     ("numpy._core.multiarray", "_reconstruct"),
     ("numpy.core.multiarray", "scalar"),

@@ -53,12 +53,13 @@ def run(args, cluster: ClusterInfo, dataset, start_time: float) -> int:
         return _fail(f"trainer: lost the cluster: {_describe(e)}", EXIT_CLUSTER)
     except tf.errors.OpError as e:
         return _fail(f"trainer: training failed: {_describe(e)}", EXIT_FAILED)
+    first, last = result["initial_epoch"] + 1, result["epochs"]
+    trained = f"epochs {first}-{last}" if first <= last else "no epochs left"
     print(
         f"done: test accuracy {result['test_accuracy']:.4f} "
         f"loss {_fmt(result['final_loss'])} accuracy {_fmt(result['final_accuracy'])} "
-        f"epochs {result['initial_epoch']}..{result['epochs']} "
-        f"worker {result['worker_index']}/{result['num_workers']} "
-        f"{result['timing']['total_s']:.1f}s",
+        f"({trained} of {last}, worker {result['worker_index']}/{result['num_workers']}, "
+        f"{result['timing']['total_s']:.1f}s)",
         flush=True,
     )
     return EXIT_OK
@@ -100,7 +101,9 @@ def train(strategy, args, cluster: ClusterInfo, dataset, start_time: float) -> d
         # Before `progress`: an epoch line is printed only after the backup is written.
         callbacks.append(keras.callbacks.BackupAndRestore(args.backup_dir))
     callbacks.append(progress)
+    fit_start = time.time()
     model.fit(train_data, epochs=args.epochs, steps_per_epoch=steps, callbacks=callbacks, verbose=0)
+    fit_end = time.time()
 
     # Every worker takes part in these: reading synced variables and saving
     # may run collectives.
@@ -131,7 +134,10 @@ def train(strategy, args, cluster: ClusterInfo, dataset, start_time: float) -> d
         "weights_sha256": digest,
         "timing": {
             "process_start_unix": process_start_time(start_time),
+            "fit_start_unix": fit_start,
             "first_step_unix": progress.first_step_unix,
+            "fit_end_unix": fit_end,
+            "end_unix": now,
             "epoch_s": progress.epoch_seconds,
             "total_s": now - process_start_time(start_time),
         },

@@ -10,7 +10,7 @@ import dataclasses
 import ipaddress
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rendezvous.core.advert import (
@@ -337,6 +337,7 @@ address_lists = st.lists(
 )
 
 
+@settings(deadline=None)
 @given(records, address_lists, st.integers(min_value=-(2**16), max_value=2**17))
 def test_decode_never_raises_anything_but_invalid_advert(record, addrs, srv_port):
     try:
@@ -347,6 +348,7 @@ def test_decode_never_raises_anything_but_invalid_advert(record, addrs, srv_port
     assert advert.peer.port == srv_port
 
 
+@settings(deadline=None)
 @given(
     st.dictionaries(st.sampled_from(KNOWN_KEYS), values, max_size=9),
     st.sampled_from(["10.0.0.7", "2001:db8::7"]),
@@ -381,12 +383,14 @@ adverts = st.builds(
 )
 
 
+@settings(deadline=None)
 @given(adverts)
 def test_encode_decode_round_trip(advert):
     decoded = decode_advert(as_props(advert.to_txt()), [str(advert.peer.address)], advert.peer.port)
     assert decoded == advert
 
 
+@settings(deadline=None)
 @given(adverts)
 def test_txt_values_are_short_ascii_strings(advert):
     for key, value in advert.to_txt().items():

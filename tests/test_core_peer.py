@@ -6,7 +6,7 @@ import dataclasses
 import ipaddress
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rendezvous.core.peer import (
@@ -204,6 +204,7 @@ def test_comparison_with_non_peer_is_not_supported():
     assert peer("10.0.0.1") != "10.0.0.1"
 
 
+@settings(deadline=None)
 @given(st.lists(ipv4s, min_size=1, max_size=20, unique=True))
 def test_ipv4_order_agrees_with_dotted_quad_octets(addrs):
     ps = [Peer(node_id=f"{i:08x}", address=a, port=1, tf_port=1) for i, a in enumerate(addrs)]
@@ -211,12 +212,14 @@ def test_ipv4_order_agrees_with_dotted_quad_octets(addrs):
     assert [octets(p) for p in sorted(ps)] == sorted(octets(p) for p in ps)
 
 
+@settings(deadline=None)
 @given(st.lists(ipv6s, min_size=1, max_size=20, unique=True))
 def test_ipv6_order_agrees_with_packed_bytes(addrs):
     ps = [Peer(node_id=f"{i:08x}", address=a, port=1, tf_port=1) for i, a in enumerate(addrs)]
     assert [p.address.packed for p in sorted(ps)] == sorted(p.address.packed for p in ps)
 
 
+@settings(deadline=None)
 @given(peers, peers)
 def test_order_is_total_and_consistent(a, b):
     if a.sort_key == b.sort_key:
@@ -228,6 +231,7 @@ def test_order_is_total_and_consistent(a, b):
         assert (a < b) == (a.address.version == 4)
 
 
+@settings(deadline=None)
 @given(peers, peers, peers)
 def test_order_is_transitive(a, b, c):
     if a < b and b < c:
@@ -285,6 +289,7 @@ def test_elect_among_no_peers_is_a_value_error():
         elect_coordinator([])
 
 
+@settings(deadline=None)
 @given(st.lists(peers, min_size=1, max_size=12))
 def test_elected_is_not_above_anyone(ps):
     chosen = elect_coordinator(ps)
@@ -292,6 +297,7 @@ def test_elected_is_not_above_anyone(ps):
     assert all(not p < chosen for p in ps)
 
 
+@settings(deadline=None)
 @given(st.lists(peers, min_size=1, max_size=12, unique_by=lambda p: p.node_id), st.randoms())
 def test_election_does_not_depend_on_input_order(ps, rnd):
     shuffled = list(ps)

@@ -6,7 +6,7 @@ import dataclasses
 import ipaddress
 
 import pytest
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from rendezvous.core.peer import Peer
@@ -418,6 +418,7 @@ def run_joins(ps: list[Peer]) -> Round:
     return state
 
 
+@settings(deadline=None)
 @given(distinct(peers), st.permutations(range(10)))
 def test_any_join_order_freezes_the_same_sorted_membership(ps, perm):
     order = [ps[i] for i in perm if i < len(ps)]
@@ -428,6 +429,7 @@ def test_any_join_order_freezes_the_same_sorted_membership(ps, perm):
     assert frozen_a.membership.digest == frozen_b.membership.digest
 
 
+@settings(deadline=None)
 @given(distinct(v4_peers))
 @example([C, B, A])
 @example([peer("10.0.0.10", "0000000a"), peer("9.255.255.255", "0000000b")])
@@ -440,6 +442,7 @@ def test_worker_zero_is_the_numerically_lowest_address(ps):
     assert membership.coordinator == membership.members[0]
 
 
+@settings(deadline=None)
 @given(distinct(peers))
 def test_worker_zero_prefers_ipv4(ps):
     membership = run_joins(ps).membership
@@ -449,6 +452,7 @@ def test_worker_zero_prefers_ipv4(ps):
     assert int(first.address) == min(int(p.address) for p in ps if p.address.version == first.address.version)
 
 
+@settings(deadline=None)
 @given(distinct(peers))
 def test_every_rank_gets_an_identical_worker_list(ps):
     membership = run_joins(ps).membership
@@ -459,6 +463,7 @@ def test_every_rank_gets_an_identical_worker_list(ps):
         assert build_tf_config(membership, rank)["cluster"]["worker"][rank] == p.tf_endpoint
 
 
+@settings(deadline=None)
 @given(distinct(peers), st.randoms())
 def test_release_happens_exactly_on_the_last_ready_in_any_order(ps, rnd):
     state = run_joins(ps)
@@ -472,6 +477,7 @@ def test_release_happens_exactly_on_the_last_ready_in_any_order(ps, rnd):
     assert state.phase is RoundPhase.RELEASED
 
 
+@settings(deadline=None)
 @given(distinct(peers), st.data())
 def test_joins_with_leaves_before_the_freeze_still_freeze_the_sorted_remaining(ps, data):
     # Everyone but the last joins; some leave again and rejoin; then the last one joins.

@@ -8,7 +8,7 @@ import json
 from types import SimpleNamespace
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rendezvous.core.peer import Peer
@@ -146,6 +146,7 @@ def test_tf_config_is_json_serialisable():
     assert json.loads(json.dumps(cfg)) == cfg
 
 
+@settings(deadline=None)
 @given(peer_sets)
 def test_every_rank_gets_the_same_worker_list_and_its_own_index(ps):
     m = Membership.freeze("j", 1, ps)
@@ -212,6 +213,7 @@ def test_digest_changes_with_membership_size():
     assert Membership.freeze("job", 1, [A, B]).digest != Membership.freeze("job", 1, [A, B, C]).digest
 
 
+@settings(deadline=None)
 @given(peer_sets, jobs, rounds, st.randoms())
 def test_digest_does_not_depend_on_the_order_peers_arrive_in(ps, job, round_, rnd):
     shuffled = list(ps)

@@ -6,7 +6,7 @@ import dataclasses
 import ipaddress
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rendezvous.core.advert import Advert, Phase
@@ -246,6 +246,7 @@ def test_frozen_coordinator_over_ipv6_is_found_among_peers():
 node_ids = st.from_regex(r"[0-9a-f]{8,32}", fullmatch=True)
 
 
+@settings(deadline=None)
 @given(st.lists(st.tuples(st.ip_addresses(v=4), node_ids), min_size=1, max_size=10, unique_by=lambda t: t[1]))
 def test_every_waiting_peer_agrees_on_the_target(entries):
     ads = [Advert(peer=Peer(node_id=n, address=a, port=7000, tf_port=9000), job="j", expect=len(entries)) for a, n in entries]

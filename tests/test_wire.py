@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rendezvous.coordinator import _wire
@@ -39,12 +39,14 @@ def test_round_trip(p):
     assert _wire.peer_from_pb(_wire.peer_to_pb(p)) == p
 
 
+@settings(deadline=None)
 @given(peers)
 def test_round_trip_through_bytes(p):
     data = _wire.peer_to_pb(p).SerializeToString()
     assert _wire.peer_from_pb(pb.Peer.FromString(data)) == p
 
 
+@settings(deadline=None)
 @given(st.lists(peers, max_size=8))
 def test_peers_to_pb_keeps_order(ps):
     messages = _wire.peers_to_pb(ps)
@@ -100,6 +102,7 @@ def test_optional_peer_of_a_valid_peer():
     assert _wire.optional_peer_from_pb(_wire.peer_to_pb(B6)) == B6
 
 
+@settings(deadline=None)
 @given(
     st.builds(
         pb.Peer,

@@ -1,0 +1,143 @@
+"""Real TensorFlow training: single process, two workers on loopback, resume
+after a kill, a lost peer, and the strategy-first ordering."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from test_trainer_data import write_cifar10
+from trainer_cluster import finish, free_port, result, run_python, start_workers, tf_config
+
+pytestmark = pytest.mark.training
+
+EPOCH_LINE = re.compile(r"^epoch (\d+)/(\d+) loss \d+\.\d{4} accuracy \d\.\d{4} \d+\.\ds$")
+DONE_LINE = re.compile(r"^done: test accuracy \d\.\d{4} ")
+FAST = ["--threads", "1", "--dataset", "digits", "--model", "small_cnn"]
+
+# Records whether the TensorFlow runtime had started when the strategy was
+# created; with a cluster in TF_CONFIG a started runtime makes creation fail.
+STRATEGY_PROBE = """
+import sys
+from trainer._keras import tf
+from tensorflow.python.eager import context
+
+created = []
+original = tf.distribute.MultiWorkerMirroredStrategy.__init__
+
+def probe(self, *args, **kwargs):
+    created.append(context.context()._initialized)
+    print(f"strategy created, runtime started before: {{created[-1]}}", flush=True)
+    original(self, *args, **kwargs)
+
+tf.distribute.MultiWorkerMirroredStrategy.__init__ = probe
+if {op_first}:
+    tf.constant(1.0)  # a TensorFlow op before the strategy
+from trainer.cli import main
+rc = main({argv!r})
+print(f"strategies created: {{len(created)}}", flush=True)
+sys.exit(rc)
+"""
+
+
+def epoch_lines(text: str) -> list[re.Match]:
+    return [m for m in map(EPOCH_LINE.match, text.splitlines()) if m]
+
+
+def test_strategy_is_created_before_any_tensorflow_op():
+    config = tf_config([free_port()], 0)  # a one-worker cluster: ordering is enforced
+    proc = run_python(STRATEGY_PROBE.format(op_first=False, argv=["--epochs", "1"]), config)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "strategy created, runtime started before: False" in proc.stdout
+    assert "strategies created: 1" in proc.stdout
+    assert DONE_LINE.search(proc.stdout.splitlines()[-2])
+
+
+def test_an_op_before_the_strategy_is_caught():
+    """Control for the test above: the same probe does see an op run first,
+    and TensorFlow refuses to create the strategy."""
+    config = tf_config([free_port()], 0)
+    proc = run_python(STRATEGY_PROBE.format(op_first=True, argv=["--epochs", "1"]), config)
+    assert proc.returncode != 0
+    assert "strategy created, runtime started before: True" in proc.stdout
+    assert "Collective ops must be configured at program startup" in proc.stderr
+
+
+def test_two_workers_train_to_identical_weights(tmp_path):
+    model_dir = tmp_path / "model"
+    workers = start_workers(2, [*FAST, "--epochs", "8", "--model-dir", str(model_dir)], tmp_path)
+    codes = finish(workers, timeout=150)
+    assert codes == [0, 0], [w.stderr()[-3000:] for w in workers]
+    results = [result(tmp_path, "run", i) for i in range(2)]
+    for i, (w, r) in enumerate(zip(workers, results)):
+        lines = epoch_lines(w.stdout())
+        assert [int(m[1]) for m in lines] == list(range(1, 9))
+        assert DONE_LINE.match(w.lines[-1]), w.lines
+        assert r["worker_index"] == i and r["num_workers"] == 2
+        assert r["initial_epoch"] == 0 and r["epochs"] == 8
+        assert r["test_accuracy"] > 0.9, r
+        assert 0 < r["final_loss"] < 1 and r["final_accuracy"] > 0.8
+        assert re.fullmatch(r"[0-9a-f]{64}", r["weights_sha256"])
+    assert results[0]["is_chief"] and not results[1]["is_chief"]
+    assert results[0]["weights_sha256"] == results[1]["weights_sha256"]
+    # Metrics are aggregated over the cluster: both workers print the same
+    # lines, apart from the epoch time.
+    without_time = [[m[0].rsplit(" ", 1)[0] for m in epoch_lines(w.stdout())] for w in workers]
+    assert without_time[0] == without_time[1]
+    assert (model_dir / "saved_model.pb").is_file()  # written by the chief only
+
+
+def test_killed_job_resumes_from_backup(tmp_path):
+    backup = tmp_path / "backup"
+    args = [*FAST, "--epochs", "12", "--backup-dir", str(backup)]
+    first = start_workers(2, args, tmp_path, tag="first")
+    try:
+        # BackupAndRestore runs before the epoch line is printed.
+        first[0].wait_for_line("epoch 1/12", timeout=120)
+        assert all(w.proc.poll() is None for w in first), "finished before the kill"
+    finally:
+        for w in first:
+            w.kill()
+    assert (backup / "chief" / "checkpoint").is_file()
+
+    second = start_workers(2, args, tmp_path, tag="second")
+    codes = finish(second, timeout=150)
+    assert codes == [0, 0], [w.stderr()[-3000:] for w in second]
+    results = [result(tmp_path, "second", i) for i in range(2)]
+    start = results[0]["initial_epoch"]
+    assert start >= 1
+    for w, r in zip(second, results):
+        assert r["initial_epoch"] == start and r["epochs"] == 12
+        assert [int(m[1]) for m in epoch_lines(w.stdout())] == list(range(start + 1, 13))
+        assert r["test_accuracy"] > 0.9
+    assert results[0]["weights_sha256"] == results[1]["weights_sha256"]
+    assert not (backup / "chief").exists()  # a finished job removes its backup
+
+
+def test_lost_peer_exits_with_cluster_error(tmp_path):
+    workers = start_workers(2, [*FAST, "--epochs", "200"], tmp_path)
+    try:
+        workers[1].wait_for_line("epoch 1/200", timeout=120)
+        workers[0].kill()
+        code = workers[1].wait(timeout=60)
+    finally:
+        for w in workers:
+            w.kill()
+    assert code == 3
+    assert "trainer: lost the cluster" in workers[1].stderr()
+    assert "Traceback" not in workers[1].stderr()
+
+
+def test_two_workers_resnet56_on_cifar10_files(tmp_path):
+    write_cifar10(tmp_path / "cifar", per_batch=8, test=6)
+    args = ["--threads", "1", "--model", "resnet56", "--dataset", "cifar10",
+            "--data-dir", str(tmp_path / "cifar"), "--epochs", "1", "--steps-per-epoch", "2",
+            "--global-batch-size", "8"]
+    workers = start_workers(2, args, tmp_path)
+    codes = finish(workers, timeout=180)
+    assert codes == [0, 0], [w.stderr()[-3000:] for w in workers]
+    results = [result(tmp_path, "run", i) for i in range(2)]
+    assert all(r["model"] == "resnet56" and r["dataset"] == "cifar10" for r in results)
+    # BatchNorm moving statistics included: the workers end identical.
+    assert results[0]["weights_sha256"] == results[1]["weights_sha256"]

@@ -131,7 +131,7 @@ def config_from_args(args: argparse.Namespace, command: Sequence[str]) -> JoinCo
 def setup_logging(verbose: int, quiet: bool) -> None:
     level = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s rendezvous %(levelname)s %(message)s", "%H:%M:%S"))
+    handler.setFormatter(logging.Formatter("%(asctime)s.%(msecs)03d rendezvous %(levelname)s %(message)s", "%H:%M:%S"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shutil
 import signal
 import socket
+import struct
+import sys
 import time
 from typing import Mapping, Optional, Sequence
 
@@ -43,28 +46,103 @@ class PortReservation:
             self._socket = None
 
 
+# Runs in the command's own process, forked before the release. It blocks on the gate pipe
+# until the daemon writes the start time (seconds since the epoch, a double), sleeps until
+# then and execs the command. So at the common start time every node does nothing but one
+# exec: no fork, no daemon wake-up. A gate closed without a start time (the round was
+# aborted) exits 125 without running anything. (Python, not sh: dash cannot read from
+# file descriptors above 9, nor sleep until a given time.)
+_GATE = (
+    "import os, struct, sys, time\n"
+    "ready, gate = int(sys.argv[1]), int(sys.argv[2])\n"
+    "os.close(ready)\n"  # the daemon sees EOF: this process is up and waiting
+    "data = os.read(gate, 8)\n"
+    "os.close(gate)\n"
+    "if len(data) != 8: sys.exit(125)\n"
+    "delay = struct.unpack('!d', data)[0] - time.time()\n"
+    "if delay > 0: time.sleep(delay)\n"
+    "os.execvp(sys.argv[3], sys.argv[3:])\n"
+)
+
+
+async def _until_closed(fd: int) -> None:
+    """Wait until every writer of the pipe `fd` has closed it; then close `fd`."""
+    loop = asyncio.get_running_loop()
+    closed = loop.create_future()
+    loop.add_reader(fd, lambda: closed.done() or closed.set_result(None))
+    try:
+        await closed
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
+
+
+def check_command(command: Sequence[str]) -> str:
+    """Fail before the rendezvous, not after it, when the command cannot run."""
+    program = command[0]
+    if os.sep in program:
+        path = program
+        if not os.path.isfile(path):
+            raise LaunchError(f"command not found: {program!r}")
+    else:
+        found = shutil.which(program)
+        if found is None:
+            raise LaunchError(f"command not found in PATH: {program!r}")
+        path = found
+    if not os.access(path, os.X_OK):
+        raise LaunchError(f"command is not executable: {program!r}")
+    return path
+
+
 class Launcher:
-    """Runs one command in a process group of its own, with output passed through."""
+    """Runs one command in a process group of its own, with output passed through.
+
+    `arm` forks the command's process as soon as the environment is known; `fire`
+    lets it exec the command. `stop` handles both an armed and a running command.
+    """
 
     def __init__(self) -> None:
         self._process: Optional[asyncio.subprocess.Process] = None
+        self._gate: Optional[int] = None
+        self._command: tuple[str, ...] = ()
         self.started_at: Optional[float] = None
 
     @property
     def pid(self) -> Optional[int]:
-        return self._process.pid if self._process else None
+        return self._process.pid if self._process and self.started_at is not None else None
 
-    async def start(self, command: Sequence[str], env: Mapping[str, str]) -> None:
+    async def arm(self, command: Sequence[str], env: Mapping[str, str]) -> None:
+        check_command(command)
+        ready_read, ready_write = os.pipe()
+        gate_read, gate_write = os.pipe()
         try:
             self._process = await asyncio.create_subprocess_exec(
-                *command, env={**os.environ, **env}, process_group=0
+                sys.executable, "-I", "-S", "-c", _GATE, str(ready_write), str(gate_read), *command,
+                env={**os.environ, **env}, pass_fds=(ready_write, gate_read), process_group=0,
             )
-        except FileNotFoundError:
-            raise LaunchError(f"command not found: {command[0]!r}") from None
-        except PermissionError:
-            raise LaunchError(f"command is not executable: {command[0]!r}") from None
-        self.started_at = time.monotonic()
-        log.info("started %s (pid %d)", " ".join(command), self._process.pid)
+        except BaseException:
+            os.close(gate_write)
+            os.close(ready_read)
+            raise
+        finally:
+            os.close(gate_read)
+            os.close(ready_write)
+        self._gate = gate_write
+        self._command = tuple(command)
+        await _until_closed(ready_read)
+
+    def fire(self, start_at: float) -> None:
+        """Let the armed command start at `start_at` (seconds since the epoch)."""
+        assert self._process is not None and self._gate is not None, "fire() before arm()"
+        os.write(self._gate, struct.pack("!d", start_at))
+        self._close_gate()
+        self.started_at = time.monotonic() + max(0.0, start_at - time.time())
+        log.info("starting %s (pid %d)", " ".join(self._command), self._process.pid)
+
+    def _close_gate(self) -> None:
+        if self._gate is not None:
+            os.close(self._gate)
+            self._gate = None
 
     async def wait(self) -> int:
         assert self._process is not None
@@ -76,6 +154,9 @@ class Launcher:
         """SIGTERM to the whole group, SIGKILL after `grace` seconds; returns the exit code."""
         if self._process is None:
             return 0
+        if self.started_at is None:
+            self._close_gate()  # disarm: the armed process exits without running anything
+            return await self.wait()
         if self._process.returncode is None:
             log.info("stopping the command (SIGTERM, SIGKILL after %gs)", grace)
             self._signal_group(signal.SIGTERM)

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import secrets
 import signal
+import time
 from typing import Awaitable, Optional, TypeVar
 
 from .address import choose_address
@@ -28,17 +29,20 @@ from .coordinator import (
     bind_server,
     serve,
 )
+from .core import round as rounds
 from .core.advert import Advert, Phase
 from .core.peer import Peer, describe_peers
 from .core.tf_config import Membership, launch_environment
 from .core.view import PeerView, Target
 from .discovery import Discovery, DiscoveryEvent, Gone, Seen
 from .errors import AddressError, CoordinatorError, MembershipError, RendezvousTimeout
-from .launcher import Launcher, PortReservation
+from .launcher import Launcher, PortReservation, check_command
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+ADVERTISE_RUNNING_DELAY = 0.5
 
 
 class _Stopped(Exception):
@@ -62,6 +66,7 @@ class Node:
         self._stopping = asyncio.Event()
         self._stop_signal: Optional[int] = None
         self._tasks: set[asyncio.Task] = set()
+        self._reservation: Optional[PortReservation] = None
         self._last_progress = ""
 
     @property
@@ -98,7 +103,8 @@ class Node:
         choice = choose_address(config.address, config.interface)
         address = choice.address
         log.info("node %s uses %s: %s", self.node_id, address, choice.reason)
-        reservation = PortReservation(config.tf_port, ipv6=address.version == 6)
+        check_command(config.command)
+        self._reservation = reservation = PortReservation(config.tf_port, ipv6=address.version == 6)
         host = f"[{address}]" if address.version == 6 else str(address)
         try:
             server, port = bind_server(host, config.port)
@@ -118,12 +124,8 @@ class Node:
                 membership, session = await self._until_stopped(self._rendezvous(me), config.timeout)
             except _Stopped:
                 return 128 + (self._stop_signal or signal.SIGTERM)
-            rank = membership.rank_of(self.node_id)
-            env = launch_environment(membership, self.node_id)
-            reservation.release()
-            await self.launcher.start(config.command, env)
-            self._advertise(Phase.RUNNING, membership)
-            log.info("worker %d of %d: TF_CONFIG=%s", rank, membership.world_size, env["TF_CONFIG"])
+            # Not at the very start: N nodes re-announcing at once would delay each other.
+            self._advertise(Phase.RUNNING, membership, delay=ADVERTISE_RUNNING_DELAY)
             try:
                 code = await self._until_stopped(self.launcher.wait())
             except _Stopped:
@@ -186,13 +188,18 @@ class Node:
             self._last_progress = progress
             log.info("%s", progress)
 
-    def _advertise(self, phase: Phase, membership: Membership) -> None:
+    def _advertise(self, phase: Phase, membership: Membership, delay: float = 0.0) -> None:
         advert = self.view.me.with_phase(phase, membership.coordinator.endpoint)
         self._view = self.view.with_me(advert)
         if self._discovery is not None:
-            task = asyncio.create_task(self._discovery.update(advert), name=f"advertise-{phase.value}")
+            task = asyncio.create_task(self._update_advert(advert, delay), name=f"advertise-{phase.value}")
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+
+    async def _update_advert(self, advert: Advert, delay: float) -> None:
+        assert self._discovery is not None
+        await asyncio.sleep(delay)
+        await self._discovery.update(advert)
 
     # -- rendezvous ----------------------------------------------------------------
 
@@ -202,6 +209,7 @@ class Node:
             raise MembershipError("; ".join(conflicts))
 
     async def _rendezvous(self, me: Peer) -> tuple[Membership, JoinSession]:
+        """Rendezvous and start the command; return the membership and the open session."""
         try:
             return await self._join_until_released(me)
         except MembershipError:
@@ -270,6 +278,13 @@ class Node:
                 elif isinstance(event, Released):
                     if membership is None:
                         raise CoordinatorError(f"coordinator {target.endpoint} released before freezing")
+                    wait = rounds.start_delay(event.start_at, event.delay, time.time())
+                    log.debug("released by %s: starting in %.1f ms", target.endpoint, wait * 1e3)
+                    assert self._reservation is not None
+                    self._reservation.release()  # the command binds the TF port next
+                    # The gate process waits until then on its own: this daemon stays out of
+                    # the way of the start instant.
+                    self.launcher.fire(time.time() + wait)
                     return membership
                 elif isinstance(event, Redirected):
                     if membership is not None:
@@ -295,11 +310,12 @@ class Node:
             ) from None
         if membership.members[rank] != me:
             raise CoordinatorError(f"the coordinator froze this node as {membership.members[rank]}, not {me}")
+        env = launch_environment(membership, me.node_id)
         log.info(
-            "membership frozen: worker %d of %d, coordinator %s",
-            rank, membership.world_size, membership.coordinator.describe(),
+            "membership frozen: worker %d of %d, coordinator %s, TF_CONFIG=%s",
+            rank, membership.world_size, membership.coordinator.describe(), env["TF_CONFIG"],
         )
-        self._advertise(Phase.FROZEN, membership)
+        await self.launcher.arm(self.config.command, env)
         await session.ready(membership.digest)
 
 

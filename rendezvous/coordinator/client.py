@@ -31,7 +31,8 @@ class Frozen:
 
 @dataclass(frozen=True)
 class Released:
-    pass
+    start_at: float  # seconds since the epoch, by the coordinator's clock
+    delay: float  # the longest a member waits after receiving the release
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ class JoinSession:
         except ValueError as exc:
             return Aborted(f"coordinator {self.endpoint} sent an invalid member list: {exc}")
         if kind == "release":
-            return Released()
+            return Released(message.release.start_at_unix_ns / 1e9, message.release.delay_ns / 1e9)
         if kind == "redirect":
             return Redirected(
                 _wire.optional_peer_from_pb(message.redirect.coordinator), message.redirect.reason

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Callable, Optional
 
 import grpc
@@ -76,8 +77,10 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
             )
             self._broadcast(self._message(frozen=frozen))
         elif step.action is Action.RELEASE:
-            log.info("all %d members ready: releasing", len(state.ready))
-            self._broadcast(self._message(release=pb.Release()))
+            delay = rounds.release_delay(len(state.ready))
+            log.info("all %d members ready: releasing, start in %.0f ms", len(state.ready), delay * 1e3)
+            start_at = time.time_ns() + int(delay * 1e9)
+            self._broadcast(self._message(release=pb.Release(start_at_unix_ns=start_at, delay_ns=int(delay * 1e9))))
         elif step.action is Action.ABORT:
             log.error("round %d of job %r aborted: %s", state.number, state.job, state.abort_reason)
             self._broadcast(self._message(aborted=pb.Aborted(reason=state.abort_reason or "")))

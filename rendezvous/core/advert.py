@@ -16,7 +16,7 @@ from .peer import IPAddress, Peer, parse_address
 SERVICE_TYPE = "_tfrendezvous._tcp.local."
 PROTOCOL_VERSION = 1
 
-JOB_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+JOB_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 MAX_EXPECT = 4096
 
 
@@ -34,7 +34,7 @@ class InvalidAdvert(ValueError):
 
 
 def validate_job(job: str) -> str:
-    if not JOB_PATTERN.match(job):
+    if not isinstance(job, str) or not JOB_PATTERN.fullmatch(job):
         raise ValueError(
             f"job name must be 1-63 characters of letters, digits, '.', '_' or '-', "
             f"starting with a letter or digit; got {job!r}"
@@ -99,7 +99,7 @@ def _text(props: Mapping[bytes, Optional[bytes]], key: str) -> str:
 
 def _int(props: Mapping[bytes, Optional[bytes]], key: str, low: int, high: int) -> int:
     text = _text(props, key)
-    if not text.isdigit():
+    if not (text.isdigit() and len(text) <= 20):
         raise InvalidAdvert(f"TXT key {key!r} is not a number: {text!r}")
     value = int(text)
     if not low <= value <= high:

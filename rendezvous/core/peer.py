@@ -10,7 +10,7 @@ from typing import Iterable, Union
 
 IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 
-NODE_ID_PATTERN = re.compile(r"^[0-9a-f]{8,32}$")
+NODE_ID_PATTERN = re.compile(r"[0-9a-f]{8,32}")
 
 
 def parse_address(text: str) -> IPAddress:
@@ -41,7 +41,7 @@ class Peer:
     tf_port: int
 
     def __post_init__(self) -> None:
-        if not NODE_ID_PATTERN.match(self.node_id):
+        if not isinstance(self.node_id, str) or not NODE_ID_PATTERN.fullmatch(self.node_id):
             raise ValueError(f"node id must be 8-32 lowercase hex digits, got {self.node_id!r}")
         if not isinstance(self.address, (ipaddress.IPv4Address, ipaddress.IPv6Address)):
             raise TypeError(f"address must be an ipaddress object, got {self.address!r}")

@@ -112,8 +112,12 @@ class Frozen(_message.Message):
     def __init__(self, members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., cluster_digest: _Optional[str] = ...) -> None: ...
 
 class Release(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("start_at_unix_ns", "delay_ns")
+    START_AT_UNIX_NS_FIELD_NUMBER: _ClassVar[int]
+    DELAY_NS_FIELD_NUMBER: _ClassVar[int]
+    start_at_unix_ns: int
+    delay_ns: int
+    def __init__(self, start_at_unix_ns: _Optional[int] = ..., delay_ns: _Optional[int] = ...) -> None: ...
 
 class Redirect(_message.Message):
     __slots__ = ("coordinator", "reason")

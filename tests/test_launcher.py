@@ -1,0 +1,122 @@
+"""The launcher with real processes: the armed gate, the common start, stop and exit codes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import sys
+import time
+
+import pytest
+
+from rendezvous.errors import ConfigError, LaunchError
+from rendezvous.launcher import Launcher, PortReservation, check_command, exit_code_of
+
+STAMP = [sys.executable, "-c", "import sys, time; open(sys.argv[1], 'w').write(repr(time.time()))"]
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_exit_code_of_signal_death_is_shell_style():
+    assert exit_code_of(0) == 0
+    assert exit_code_of(3) == 3
+    assert exit_code_of(-signal.SIGTERM) == 143
+    assert exit_code_of(-signal.SIGKILL) == 137
+
+
+def test_check_command(tmp_path):
+    plain = tmp_path / "train.py"
+    plain.write_text("print('hi')")
+    assert check_command(["sh"]).endswith("/sh")
+    with pytest.raises(LaunchError, match="'no-such-program-xyz'"):
+        check_command(["no-such-program-xyz"])
+    with pytest.raises(LaunchError, match="/nonexistent/x"):
+        check_command(["/nonexistent/x"])
+    with pytest.raises(LaunchError, match="not executable"):
+        check_command([str(plain)])
+
+
+def test_armed_command_starts_at_the_given_time(tmp_path):
+    out = tmp_path / "stamp"
+
+    async def scenario():
+        launcher = Launcher()
+        await launcher.arm([*STAMP, str(out)], {})
+        await asyncio.sleep(0.3)
+        assert not out.exists(), "the armed command ran before it was fired"
+        start_at = time.time() + 0.4
+        launcher.fire(start_at)
+        assert await launcher.wait() == 0
+        return start_at
+
+    start_at = run(scenario())
+    started = float(out.read_text())
+    # the interpreter's own start-up comes after the exec, so only a lower bound is exact
+    assert started >= start_at
+
+
+def test_disarmed_command_never_runs(tmp_path):
+    out = tmp_path / "stamp"
+
+    async def scenario():
+        launcher = Launcher()
+        await launcher.arm([*STAMP, str(out)], {})
+        return await launcher.stop(grace=1)
+
+    assert run(scenario()) == 125
+    assert not out.exists()
+
+
+def test_environment_is_passed_and_output_inherited(tmp_path, capfd):
+    async def scenario():
+        launcher = Launcher()
+        await launcher.arm(["sh", "-c", 'echo "got $RENDEZVOUS_RANK"; exit 4'], {"RENDEZVOUS_RANK": "3"})
+        launcher.fire(time.time())
+        return await launcher.wait()
+
+    assert run(scenario()) == 4
+    assert "got 3" in capfd.readouterr().out
+
+
+def test_stop_terminates_the_whole_process_group(tmp_path):
+    pids = tmp_path / "pids"
+
+    async def scenario():
+        launcher = Launcher()
+        # the command starts a grandchild; both must go
+        script = f'sleep 60 & echo $! > {pids}; echo $$ >> {pids}; wait'
+        await launcher.arm(["sh", "-c", script], {})
+        launcher.fire(time.time())
+        for _ in range(100):
+            if pids.exists() and len(pids.read_text().split()) == 2:
+                break
+            await asyncio.sleep(0.02)
+        return await launcher.stop(grace=2)
+
+    assert run(scenario()) == 143
+    for pid in map(int, pids.read_text().split()):
+        for _ in range(100):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.02)
+        else:
+            pytest.fail(f"process {pid} survived the stop")
+
+
+def test_port_reservation_holds_the_port_on_all_interfaces():
+    reservation = PortReservation()
+    port = reservation.port
+    with pytest.raises(ConfigError, match=str(port)):
+        PortReservation(port)
+    probe = socket.socket()
+    with pytest.raises(OSError):
+        probe.bind(("127.0.0.5", port))
+    probe.close()
+    reservation.release()
+    PortReservation(port).release()

@@ -183,6 +183,8 @@ class Node:
         self._view_changed.set()
 
     def _report_progress(self) -> None:
+        if self.view.me.phase is not Phase.WAITING:
+            return  # the job is formed: peers coming and going are no longer news
         progress = self.view.progress()
         if progress != self._last_progress:
             self._last_progress = progress

@@ -9,8 +9,10 @@ result file. For every configuration it reports:
 - start -> first step: from launching the (first) process to the end of the
   first training step on the slowest worker.
 
-Usage: python bench/trainer_bench.py [--models small_cnn resnet56] [--quick]
-Prints a markdown table. One run takes about 2-3 minutes on 2 cores.
+Usage: python bench/trainer_bench.py [--models small_cnn resnet56] [--quick] [--repeats N]
+Prints a markdown table (medians over the repeats). With one repeat a run
+takes about 2 minutes on 2 cores. Other load on the machine skews the
+numbers: the header shows the load average before and after.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import json
 import os
 import platform
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -84,7 +87,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", nargs="+", default=list(STEPS), choices=list(STEPS))
     ap.add_argument("--quick", action="store_true", help="a quarter of the steps")
+    ap.add_argument("--repeats", type=int, default=1, help="runs per configuration (median)")
     args = ap.parse_args()
+    load_before = os.getloadavg()[0]
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="trainer-bench-") as tmp:
@@ -92,7 +97,8 @@ def main() -> None:
             steps = max(4, STEPS[model] // 4) if args.quick else STEPS[model]
             base = None
             for workers, threads in LAYOUTS:
-                r = run(model, workers, threads, steps, Path(tmp))
+                runs = [run(model, workers, threads, steps, Path(tmp)) for _ in range(args.repeats)]
+                r = {k: statistics.median(x[k] for x in runs) for k in runs[0]}
                 if base is None:
                     base = r["steps_per_s"]
                 rows.append((model, workers, threads, steps, r, r["steps_per_s"] / base))
@@ -102,7 +108,8 @@ def main() -> None:
 
     print(f"{tf_version()}, legacy Keras (tf-keras), Python {platform.python_version()}, "
           f"{os.cpu_count()} CPU cores; synthetic 32x32x3, global batch {GLOBAL_BATCH}, "
-          "loopback gRPC\n")
+          f"loopback gRPC; {args.repeats} run(s) each, median; "
+          f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after\n")
     print("| model | workers | threads/worker | steps/s | images/s | vs 1 worker, 1 thread | start -> first step (s) |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for model, workers, threads, steps, r, rel in rows:

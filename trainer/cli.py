@@ -119,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--collective-timeout", type=_non_negative_float, default=60.0,
                    metavar="SECONDS",
                    help="fail a collective operation that waits longer than this for a "
-                        "peer (default 60; 0 waits forever)")
+                        "peer, e.g. a frozen one (default 60; 0 waits forever). Keep it "
+                        "above the longest lag between workers, such as start-up tracing")
     p.add_argument("--backup-dir", metavar="DIR",
                    help="back up at every epoch end; a restarted job resumes after the "
                         "last finished epoch. All workers must share this directory")

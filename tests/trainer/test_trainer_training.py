@@ -4,6 +4,8 @@ after a kill, a lost peer, and the strategy-first ordering."""
 from __future__ import annotations
 
 import re
+import signal
+import time
 
 import pytest
 
@@ -127,6 +129,23 @@ def test_lost_peer_exits_with_cluster_error(tmp_path):
     assert code == 3
     assert "trainer: lost the cluster" in workers[1].stderr()
     assert "Traceback" not in workers[1].stderr()
+
+
+def test_frozen_peer_hits_the_collective_timeout(tmp_path):
+    workers = start_workers(2, [*FAST, "--epochs", "200", "--collective-timeout", "5"], tmp_path)
+    try:
+        workers[0].wait_for_line("epoch 2/200", timeout=120)
+        workers[1].proc.send_signal(signal.SIGSTOP)
+        started = time.monotonic()
+        code = workers[0].wait(timeout=60)
+        elapsed = time.monotonic() - started
+    finally:
+        for w in workers:
+            w.kill()
+    assert code == 3
+    err = workers[0].stderr()
+    assert "trainer: lost the cluster: DeadlineExceededError" in err and "timed out" in err, err[-3000:]
+    assert elapsed < 30
 
 
 def test_two_workers_resnet56_on_cifar10_files(tmp_path):

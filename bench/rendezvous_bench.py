@@ -15,6 +15,7 @@ interpreters starting on 2 cores).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import secrets
 import statistics
@@ -26,6 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from netns import Network  # noqa: E402
+
+from rendezvous.launcher import Launcher  # noqa: E402
 
 # Started by the daemon: the time it ran, then the daemon's (its parent's) peak RSS in kB.
 RECORD = (
@@ -78,6 +81,26 @@ def wait_until_waiting(log_dir: Path, count: int, timeout: float = 60) -> None:
     raise SystemExit(f"{count} peers did not see each other within {timeout}s")
 
 
+def floor_skew(n: int) -> float:
+    """The same start with no rendezvous: n gated commands told to start at one instant.
+
+    What remains is this machine's cost of waking n processes at once (2 cores here)."""
+
+    async def run() -> float:
+        with tempfile.TemporaryDirectory() as tmp:
+            launchers = [Launcher() for _ in range(n)]
+            for i, launcher in enumerate(launchers):
+                await launcher.arm(["/bin/bash", "-c", RECORD, tmp], {"RENDEZVOUS_NODE_ID": f"{i:012x}"})
+            start_at = time.time() + 0.2
+            for launcher in launchers:
+                launcher.fire(start_at)
+            await asyncio.gather(*(launcher.wait() for launcher in launchers))
+            starts = [float((Path(tmp) / f).read_text().split()[0]) for f in os.listdir(tmp)]
+            return max(starts) - min(starts)
+
+    return asyncio.run(run())
+
+
 def measure(n: int, repeat: int, netns: bool, cold: bool) -> dict:
     results = []
     if netns:
@@ -90,6 +113,7 @@ def measure(n: int, repeat: int, netns: bool, cold: bool) -> dict:
             results.append(one_run(n, None, cold))
             time.sleep(0.3)
     latency, skew, rss = zip(*results)
+    floor = [floor_skew(n) for _ in range(repeat)]
     return {
         "n": n,
         "where": "netns" if netns else "loopback",
@@ -98,6 +122,7 @@ def measure(n: int, repeat: int, netns: bool, cold: bool) -> dict:
         "skew_median": statistics.median(skew),
         "skew_max": max(skew),
         "rss_max": max(rss),
+        "floor_median": statistics.median(floor),
     }
 
 
@@ -111,12 +136,14 @@ def main() -> None:
     rows = [measure(2, args.repeat, netns=False, cold=args.cold)]
     if not args.no_netns:
         rows += [measure(int(n), args.repeat, netns=True, cold=args.cold) for n in args.sizes.split(",")]
-    print(f"| peers | hosts | last launch -> all started, median (max) | start skew, median (max) | daemon peak RSS |")
-    print("|---:|---|---:|---:|---:|")
+    print("| peers | hosts | last launch -> all started, median (max) | start skew, median (max) "
+          "| same start without rendezvous, median | daemon peak RSS |")
+    print("|---:|---|---:|---:|---:|---:|")
     for r in rows:
         print(
             f"| {r['n']} | {r['where']} | {r['latency_median']*1000:.0f} ms ({r['latency_max']*1000:.0f} ms) "
-            f"| {r['skew_median']*1000:.1f} ms ({r['skew_max']*1000:.1f} ms) | {r['rss_max']:.0f} MB |"
+            f"| {r['skew_median']*1000:.1f} ms ({r['skew_max']*1000:.1f} ms) "
+            f"| {r['floor_median']*1000:.1f} ms | {r['rss_max']:.0f} MB |"
         )
 
 

@@ -240,7 +240,8 @@ def wait_for_all(cluster: ClusterInfo, barrier_id: str, timeout_s: float) -> Non
         return
     from tensorflow.python.eager import context
 
-    timeout_ms = int((timeout_s or 24 * 3600) * 1000)
+    # Generous: a lost peer still fails the barrier through the heartbeat.
+    timeout_ms = int(max(timeout_s or 24 * 3600, 600) * 1000)
     context.context().wait_at_barrier(barrier_id, timeout_ms)
 
 

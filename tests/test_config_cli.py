@@ -200,16 +200,18 @@ def parse(*args: str):
     return build_parser().parse_args(list(args))
 
 
-def test_parser_defaults():
+def test_parser_defaults_mean_not_given():
+    # None = not given on the command line: the environment or the config file may set it.
     args = parse("join", "--expect", "3")
     assert args.subcommand == "join"
     assert args.expect == 3
-    assert args.job == DEFAULT_JOB
-    assert args.address is None and args.interface is None
-    assert (args.port, args.tf_port) == (0, 0)
-    assert args.timeout is None
-    assert args.stop_grace == 10.0
-    assert (args.verbose, args.quiet) == (0, False)
+    for name in ("job", "config", "address", "interface", "port", "tf_port", "timeout", "stop_grace", "verbose", "quiet"):
+        assert getattr(args, name) is None, name
+    c = config_from_args(args, [])
+    assert c.job == DEFAULT_JOB
+    assert (c.port, c.tf_port) == (0, 0)
+    assert c.timeout is None
+    assert c.stop_grace == 10.0
 
 
 def test_parser_all_options():
@@ -237,7 +239,9 @@ def test_config_from_args_raises_config_error_for_bad_values():
         config_from_args(parse("join", "--expect", "4097"), [])
 
 
-@pytest.mark.parametrize("args", [[], ["join"], ["join", "--expect", "x"], ["join", "--expect", "2", "--nope"]])
+# `join` alone parses: --expect may come from the environment or a config file
+# (test_missing_expect_exits_2 checks the error).
+@pytest.mark.parametrize("args", [[], ["join", "--expect", "x"], ["join", "--expect", "2", "--nope"]])
 def test_parser_refuses_with_system_exit_2(args, capsys):
     with pytest.raises(SystemExit) as info:
         build_parser().parse_args(args)

@@ -28,6 +28,7 @@ EXIT_CLUSTER = 3
 DATASETS = ("digits", "cifar10", "synthetic")
 MODELS = ("small_cnn", "resnet56")
 ADAM_LR = 1e-3
+DEFAULT_GLOBAL_BATCH = 64
 SGD_LR_PER_128 = 0.1  # SGD learning rate for a global batch of 128, scaled linearly
 DEFAULT_OPTIMIZER = {"small_cnn": "adam", "resnet56": "sgd"}
 
@@ -103,8 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", metavar="DIR",
                    help="CIFAR-10 python batches, in DIR or DIR/cifar-10-batches-py")
     p.add_argument("--epochs", type=_positive_int, default=10)
-    p.add_argument("--global-batch-size", type=_positive_int, default=64,
-                   help="batch size summed over all replicas (default 64)")
+    p.add_argument("--global-batch-size", type=_positive_int,
+                   help=f"batch size summed over all replicas (default {DEFAULT_GLOBAL_BATCH}, "
+                        "rounded up to a multiple of the number of workers)")
     p.add_argument("--steps-per-epoch", type=_positive_int,
                    help="default: training examples // global batch size")
     p.add_argument("--optimizer", choices=("adam", "sgd"),
@@ -172,6 +174,13 @@ def _missing_dependency(e: ImportError) -> str:
 def main(argv: list[str] | None = None) -> int:
     start = time.time()
     args = build_parser().parse_args(argv)
+    try:
+        cluster = read_tf_config()
+    except ConfigError as e:
+        return _fail(f"trainer: {e}", EXIT_CONFIG)
+    if args.global_batch_size is None:
+        workers = cluster.num_workers
+        args.global_batch_size = -(-DEFAULT_GLOBAL_BATCH // workers) * workers
     if args.optimizer is None:
         args.optimizer = DEFAULT_OPTIMIZER[args.model]
     if args.learning_rate is None:
@@ -180,7 +189,6 @@ def main(argv: list[str] | None = None) -> int:
             else SGD_LR_PER_128 * args.global_batch_size / 128
         )
     try:
-        cluster = read_tf_config()
         if args.global_batch_size % cluster.num_workers:
             raise ConfigError(
                 f"--global-batch-size {args.global_batch_size} is not divisible by the "

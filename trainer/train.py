@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -43,9 +44,25 @@ def create_strategy(threads: int, collective_timeout: float):
     return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
 
+def exit_on_sigterm() -> None:
+    """Make SIGTERM stop the trainer at once, with status 143.
+
+    With a cluster, TensorFlow's coordination service takes over SIGTERM as a preemption
+    notice and training goes on. Here the launcher (rendezvous, systemd) owns the
+    lifecycle: a stopped worker must stop, and --backup-dir makes the restart resume.
+    """
+
+    def stop(signum, frame):
+        print("trainer: stopped by SIGTERM", file=sys.stderr, flush=True)
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 def run(args, cluster: ClusterInfo, dataset, start_time: float) -> int:
     try:
         strategy = create_strategy(args.threads, args.collective_timeout)
+        exit_on_sigterm()  # after the strategy: creating it installs TensorFlow's handler
         result = train(strategy, args, cluster, dataset, start_time)
     except ConfigError as e:
         return _fail(f"trainer: {e}", EXIT_CONFIG)

@@ -6,6 +6,7 @@ from .errors import (
     CoordinatorError,
     LaunchError,
     MembershipError,
+    NoDaemonError,
     RendezvousError,
     RendezvousTimeout,
 )
@@ -18,6 +19,7 @@ __all__ = [
     "CoordinatorError",
     "LaunchError",
     "MembershipError",
+    "NoDaemonError",
     "RendezvousError",
     "RendezvousTimeout",
     "__version__",

@@ -43,3 +43,9 @@ class LaunchError(RendezvousError):
     """The command could not be started."""
 
     exit_code = 127
+
+
+class NoDaemonError(RendezvousError):
+    """`rendezvous status` found no running daemon here, or none that answered."""
+
+    exit_code = 7

@@ -14,6 +14,7 @@ from .client import (
     Released,
     SessionLost,
     Waiting,
+    fetch_status,
 )
 from .server import CoordinatorService, bind_server, serve
 
@@ -29,5 +30,6 @@ __all__ = [
     "SessionLost",
     "Waiting",
     "bind_server",
+    "fetch_status",
     "serve",
 ]

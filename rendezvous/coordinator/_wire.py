@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from typing import Iterable, Optional
 
-from ..core.advert import PROTOCOL_VERSION
+from ..core.advert import PROTOCOL_VERSION, Phase
 from ..core.peer import Peer, parse_address
+from ..core.status import NodeStatus
+from ..core.tf_config import Membership
 from ..v1 import rendezvous_pb2 as pb
 
 # Every channel ignores http(s)_proxy: rendezvous traffic never leaves the cluster.
 CHANNEL_OPTIONS = [("grpc.enable_http_proxy", 0)]
+
+# StatusResponse.rank of a node that is not a member (yet): 0 is a real rank.
+NO_RANK = -1
 
 
 def header(job: str, round: int, sender: str) -> pb.Header:
@@ -45,3 +51,42 @@ def optional_peer_from_pb(message: pb.Peer) -> Optional[Peer]:
         return peer_from_pb(message)
     except ValueError:
         return None
+
+
+def status_to_pb(status: NodeStatus) -> pb.StatusResponse:
+    membership = status.membership
+    coordinator = status.coordinator
+    tf_config = status.tf_config
+    response = pb.StatusResponse(
+        header=header(status.job, status.round, status.node.node_id),
+        phase=status.phase.value,
+        expect=status.expect,
+        members=peers_to_pb(membership.members if membership else ()),
+        tf_config=json.dumps(tf_config, separators=(",", ":")) if tf_config else "",
+        rank=NO_RANK if status.rank is None else status.rank,
+        seen=peers_to_pb(status.seen),
+        trainer_pid=status.trainer_pid or 0,
+        trainer_uptime_seconds=status.trainer_uptime or 0.0,
+    )
+    response.self.CopyFrom(peer_to_pb(status.node))
+    if coordinator is not None:
+        response.coordinator.CopyFrom(peer_to_pb(coordinator))
+    return response
+
+
+def status_from_pb(message: pb.StatusResponse) -> NodeStatus:
+    """Raises ValueError for a response that is not a valid status."""
+    members = tuple(peer_from_pb(p) for p in message.members)
+    membership = Membership(job=message.header.job, round=message.header.round, members=members) if members else None
+    pid = message.trainer_pid or None
+    return NodeStatus(
+        node=peer_from_pb(message.self),
+        job=message.header.job,
+        expect=message.expect,
+        phase=Phase(message.phase),
+        round=message.header.round,
+        seen=tuple(peer_from_pb(p) for p in message.seen),
+        membership=membership,
+        trainer_pid=pid,
+        trainer_uptime=message.trainer_uptime_seconds if pid else None,
+    )

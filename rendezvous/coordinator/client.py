@@ -9,7 +9,9 @@ from typing import Optional, Union
 import grpc
 
 from ..core.peer import Peer
+from ..core.status import NodeStatus
 from ..core.tf_config import Membership
+from ..errors import NoDaemonError
 from ..v1 import rendezvous_pb2 as pb
 from ..v1 import rendezvous_pb2_grpc as pb_grpc
 from . import _wire
@@ -127,3 +129,16 @@ class JoinSession:
     async def close(self) -> None:
         self._call.cancel()
         await self._channel.close()
+
+
+async def fetch_status(endpoint: str, timeout: float) -> NodeStatus:
+    """The Status of the daemon at `endpoint`; NoDaemonError if it does not answer in time."""
+    async with grpc.aio.insecure_channel(endpoint, options=_wire.CHANNEL_OPTIONS) as channel:
+        try:
+            response = await pb_grpc.RendezvousStub(channel).Status(pb.StatusRequest(), timeout=timeout)
+        except grpc.aio.AioRpcError as exc:
+            raise NoDaemonError(f"the daemon at {endpoint} did not answer: {exc.code().name} {exc.details()}") from None
+    try:
+        return _wire.status_from_pb(response)
+    except ValueError as exc:
+        raise NoDaemonError(f"the daemon at {endpoint} sent an invalid status: {exc}") from None

@@ -8,11 +8,13 @@ import time
 from typing import Callable, Optional
 
 import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from ..core import round as rounds
 from ..core.advert import PROTOCOL_VERSION
 from ..core.peer import Peer
 from ..core.round import Action, RejectReason, Round, RoundPhase, Step
+from ..core.status import NodeStatus
 from ..core.view import Target
 from ..v1 import rendezvous_pb2 as pb
 from ..v1 import rendezvous_pb2_grpc as pb_grpc
@@ -36,15 +38,23 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
     """Serves Join on every node; only the node that is the coordinator admits peers.
 
     `target` tells which endpoint this node currently believes is the coordinator: while
-    the round gathers, a node that is not it redirects every peer there.
+    the round gathers, a node that is not it redirects every peer there. `status` gives this
+    node's current state for the Status RPC.
     """
 
-    def __init__(self, me: Peer, job: str, expect: int, target: Callable[[], Target]) -> None:
+    def __init__(
+        self,
+        me: Peer,
+        job: str,
+        expect: int,
+        target: Callable[[], Target],
+        status: Optional[Callable[[], NodeStatus]] = None,
+    ) -> None:
         self._me = me
         self._target = target
         self.round = Round(job=job, expect=expect)
         self._outboxes: dict[str, asyncio.Queue[Optional[pb.CoordinatorMessage]]] = {}
-        self.status: Callable[[], pb.StatusResponse] = lambda: pb.StatusResponse()
+        self._status = status or (lambda: NodeStatus(node=me, job=job, expect=expect))
 
     # -- applying decisions -------------------------------------------------------
 
@@ -153,7 +163,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         outbox.put_nowait(_END)
 
     async def Status(self, request: pb.StatusRequest, context: grpc.aio.ServicerContext) -> pb.StatusResponse:  # noqa: N802
-        return self.status()
+        return _wire.status_to_pb(self._status())
 
     def _check_header(self, header: pb.Header) -> Optional[pb.CoordinatorMessage]:
         if header.protocol_version != PROTOCOL_VERSION:
@@ -184,6 +194,16 @@ def bind_server(host: str, port: int) -> tuple[grpc.aio.Server, int]:
     return server, bound
 
 
-async def serve(server: grpc.aio.Server, service: CoordinatorService) -> None:
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Rendezvous"].full_name
+
+
+async def serve(server: grpc.aio.Server, service: CoordinatorService) -> health.aio.HealthServicer:
+    """Start serving Rendezvous and the standard gRPC health service (grpc.health.v1), both
+    SERVING; call `enter_graceful_shutdown()` on the returned servicer before stopping."""
     pb_grpc.add_RendezvousServicer_to_server(service, server)
+    checker = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(checker, server)
     await server.start()
+    for name in ("", SERVICE_NAME):
+        await checker.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return checker

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 from .advert import Advert, Phase
 from .peer import Peer, describe_peers, elect_coordinator
@@ -76,14 +76,7 @@ class PeerView:
 
     def progress(self) -> str:
         """One line: how many of how many peers were seen, and who."""
-        coordinator = elect_coordinator(self.peers)
-        names = [
-            p.describe() + (" [coordinator]" if p == coordinator else "") for p in self.peers
-        ]
-        return (
-            f"job {self.me.job!r}: {len(self.peers)}/{self.me.expect} peers seen: "
-            + ", ".join(names)
-        )
+        return describe_progress(self.me.job, self.me.expect, self.peers)
 
     def missing_summary(self) -> str:
         """For the timeout message: who was seen, and how many never appeared."""
@@ -92,3 +85,11 @@ class PeerView:
             f"saw {len(self.peers)} of {self.me.expect} peers of job {self.me.job!r}: "
             f"{describe_peers(self.peers)}; {missing} never appeared"
         )
+
+
+def describe_progress(job: str, expect: int, peers: Sequence[Peer]) -> str:
+    """`job 'x': 2/3 peers seen: 10.0.0.9 (...) [coordinator], 10.0.0.10 (...)`."""
+    peers = sorted(peers)
+    coordinator = elect_coordinator(peers) if peers else None
+    names = [p.describe() + (" [coordinator]" if p == coordinator else "") for p in peers]
+    return f"job {job!r}: {len(peers)}/{expect} peers seen: " + ", ".join(names)

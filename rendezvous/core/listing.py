@@ -1,0 +1,33 @@
+"""The nodes `rendezvous peers` heard on the network, as a table or as JSON."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .advert import Advert
+
+COLUMNS = ("NODE", "ADDRESS", "PORT", "JOB", "EXPECT", "PHASE")
+
+
+def advert_to_dict(advert: Advert) -> dict[str, Any]:
+    return {
+        "node_id": advert.node_id,
+        "address": str(advert.peer.address),
+        "port": advert.peer.port,
+        "tf_port": advert.peer.tf_port,
+        "job": advert.job,
+        "expect": advert.expect,
+        "phase": advert.phase.value,
+        "round": advert.round,
+        "coordinator": advert.coordinator,
+    }
+
+
+def peer_table(adverts: Sequence[Advert]) -> str:
+    """One row per node, columns aligned, header first."""
+    rows = [COLUMNS] + [
+        (a.node_id, str(a.peer.address), str(a.peer.port), a.job, str(a.expect), a.phase.value)
+        for a in adverts
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)

@@ -1,0 +1,169 @@
+"""A node's state as plain data, and the ways it is shown: systemd's STATUS= line, the
+progress line while waiting, the block `rendezvous status` prints and its JSON.
+
+The node builds a `NodeStatus` whenever something changes (and on every Status call); it
+holds durations, never clock readings, so everything here is a pure function of it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from .advert import Phase
+from .peer import Peer, elect_coordinator
+from .tf_config import Membership, build_tf_config
+from .view import describe_progress
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    node: Peer
+    job: str
+    expect: int
+    phase: Phase = Phase.WAITING
+    round: int = 1
+    # The peers of the job this node has discovered, itself included.
+    seen: tuple[Peer, ...] = ()
+    membership: Optional[Membership] = None
+    trainer_pid: Optional[int] = None
+    trainer_uptime: Optional[float] = None  # seconds since the command started
+    exit_code: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "seen", tuple(sorted(self.seen)))
+
+    @property
+    def rank(self) -> Optional[int]:
+        if self.membership is None:
+            return None
+        try:
+            return self.membership.rank_of(self.node.node_id)
+        except KeyError:
+            return None
+
+    @property
+    def coordinator(self) -> Optional[Peer]:
+        """The frozen job's worker 0, or while waiting the lowest peer seen so far."""
+        if self.membership is not None:
+            return self.membership.coordinator
+        return elect_coordinator(self.seen) if self.seen else None
+
+    @property
+    def tf_config(self) -> Optional[dict]:
+        rank = self.rank
+        if self.membership is None or rank is None:
+            return None
+        return build_tf_config(self.membership, rank)
+
+
+def _worker(status: NodeStatus) -> str:
+    world = status.membership.world_size if status.membership else status.expect
+    return f"worker {status.rank} of {world}"
+
+
+def status_line(status: NodeStatus) -> str:
+    """One short line for systemd's STATUS=: `waiting for peers 1/2`, `worker 1 of 2 training`."""
+    if status.phase is Phase.WAITING or status.rank is None:
+        return f"waiting for peers {len(status.seen) or 1}/{status.expect}"
+    if status.phase is Phase.FROZEN:
+        return f"{_worker(status)}: starting"
+    if status.phase is Phase.RUNNING:
+        return f"{_worker(status)} training"
+    if status.exit_code is None:
+        return "finished"
+    return f"finished: {_worker(status)}, exit code {status.exit_code}"
+
+
+def progress_line(status: NodeStatus) -> str:
+    """Who has been seen while waiting: `job 'x': 2/3 peers seen: 10.0.0.9 (...) [coordinator], ...`."""
+    return describe_progress(status.job, status.expect, status.seen or (status.node,))
+
+
+def format_duration(seconds: float) -> str:
+    """`4.2s`, `2m 05s`, `3h 02m 05s`."""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    whole = int(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m {secs:02d}s"
+    return f"{minutes}m {secs:02d}s"
+
+
+def _phase_text(status: NodeStatus) -> str:
+    if status.phase is Phase.WAITING or status.rank is None:
+        return f"{status.phase.value}: {len(status.seen) or 1} of {status.expect} peers seen"
+    if status.phase is Phase.FINISHED and status.exit_code is not None:
+        return f"finished: {_worker(status)}, exit code {status.exit_code}"
+    return f"{status.phase.value}: {_worker(status)}"
+
+
+def describe_status(status: NodeStatus, daemon_pid: Optional[int] = None) -> str:
+    """The block `rendezvous status` prints for one daemon."""
+    rows: list[tuple[str, str]] = [
+        ("job", f"{status.job}, round {status.round}"),
+        ("phase", _phase_text(status)),
+    ]
+    coordinator = status.coordinator
+    if coordinator is None:
+        rows.append(("coordinator", "none yet"))
+    else:
+        note = "" if status.membership else ", the lowest peer seen so far"
+        rows.append(("coordinator", f"{coordinator.endpoint} ({coordinator.node_id}){note}"))
+    if status.membership is None:
+        rows.append(("seen", ", ".join(p.describe() for p in status.seen) or status.node.describe()))
+        rows.append(("members", "not frozen yet"))
+    else:
+        table = [("rank", "address", "node", "TensorFlow")] + [
+            (str(rank), str(p.address), p.node_id, p.tf_endpoint)
+            for rank, p in enumerate(status.membership.members)
+        ]
+        widths = [max(len(row[i]) for row in table) for i in range(4)]
+        lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
+        lines = [
+            line + ("  <- this node" if i and status.membership.members[i - 1] == status.node else "")
+            for i, line in enumerate(lines)
+        ]
+        rows.append(("members", lines[0]))
+        rows.extend(("", line) for line in lines[1:])
+    tf_config = status.tf_config
+    rows.append(("TF_CONFIG", json.dumps(tf_config, separators=(",", ":")) if tf_config else "not yet"))
+    if status.trainer_pid is None:
+        rows.append(("trainer", "not started"))
+    else:
+        uptime = "" if status.trainer_uptime is None else f", up {format_duration(status.trainer_uptime)}"
+        rows.append(("trainer", f"pid {status.trainer_pid}{uptime}"))
+    width = max(len(label) for label, _ in rows)
+    head = f"node {status.node.node_id} at {status.node.endpoint}"
+    if daemon_pid is not None:
+        head += f" (rendezvous pid {daemon_pid})"
+    return "\n".join([head] + [f"  {label.ljust(width)}  {value}".rstrip() for label, value in rows])
+
+
+def peer_to_dict(peer: Peer) -> dict[str, Any]:
+    return {"node_id": peer.node_id, "address": str(peer.address), "port": peer.port, "tf_port": peer.tf_port}
+
+
+def status_to_dict(status: NodeStatus) -> dict[str, Any]:
+    """The JSON of `rendezvous status --json` for one daemon."""
+    members = status.membership.members if status.membership else ()
+    coordinator = status.coordinator
+    return {
+        "node": peer_to_dict(status.node),
+        "job": status.job,
+        "round": status.round,
+        "phase": status.phase.value,
+        "expect": status.expect,
+        "rank": status.rank,
+        "world_size": len(members) or None,
+        "coordinator": peer_to_dict(coordinator) if coordinator else None,
+        "members": [{"rank": rank, **peer_to_dict(p)} for rank, p in enumerate(members)],
+        "seen": [peer_to_dict(p) for p in status.seen],
+        "tf_config": status.tf_config,
+        "trainer_pid": status.trainer_pid,
+        "trainer_uptime_seconds": status.trainer_uptime,
+        "exit_code": status.exit_code,
+    }

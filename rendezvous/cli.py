@@ -1,4 +1,8 @@
-"""The `rendezvous` command line: arguments -> JoinConfig -> Node; errors -> exit codes."""
+"""The `rendezvous` command line: arguments -> JoinConfig -> Node; errors -> exit codes.
+
+`join` takes its options from the command line, the environment and a config file
+(rendezvous.settings); `peers` and `status` only look (rendezvous.show).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,17 @@ import sys
 from typing import Optional, Sequence
 
 from . import __version__
-from .config import DEFAULT_JOB, JoinConfig
+from .config import DEFAULT_JOB, LOG_FORMATS, JoinConfig, LogConfig
+from .errors import (
+    AddressError,
+    ConfigError,
+    CoordinatorError,
+    LaunchError,
+    MembershipError,
+    NoDaemonError,
+    RendezvousError,
+    RendezvousTimeout,
+)
 from .settings import (
     CONFIG_VARIABLE,
     DEFAULT_CONFIG_FILE,
@@ -19,15 +33,6 @@ from .settings import (
     from_cli,
     load_settings,
     resolve_command,  # noqa: F401  (part of the CLI module's surface)
-)
-from .errors import (
-    AddressError,
-    ConfigError,
-    CoordinatorError,
-    LaunchError,
-    MembershipError,
-    RendezvousError,
-    RendezvousTimeout,
 )
 
 log = logging.getLogger(__name__)
@@ -46,7 +51,7 @@ exit status:
   130/143  stopped by SIGINT/SIGTERM while waiting
 """
 
-JOIN_DESCRIPTION = """\
+JOIN_DESCRIPTION = f"""\
 Find the other peers of JOB on the local network (mDNS/DNS-SD), agree on one ordered
 member list (worker 0 = lowest address), and start COMMAND on every peer at the same
 moment with TF_CONFIG, RENDEZVOUS_RANK, RENDEZVOUS_WORLD_SIZE, RENDEZVOUS_JOB and
@@ -56,20 +61,50 @@ Without COMMAND the bundled MultiWorkerMirroredStrategy trainer runs
 (`python -m trainer`); a COMMAND that starts with '-' is passed to it as options,
 e.g. `rendezvous join --expect 2 -- --epochs 5`.
 
-Every option can also come from the environment (RENDEZVOUS_EXPECT, RENDEZVOUS_JOB,
-RENDEZVOUS_TF_PORT, ..., RENDEZVOUS_COMMAND split like a shell line) and from a TOML
-config file (--config FILE, or RENDEZVOUS_CONFIG, or {default} if it exists) with keys
-named like the options: expect = 3, job = "resnet", tf-port = 2222,
-command = ["python", "train.py"]. The command line wins over the environment, the
-environment over the file.
-""".format(default=DEFAULT_CONFIG_FILE)
+Every option can also come from an environment variable (RENDEZVOUS_EXPECT,
+RENDEZVOUS_JOB, RENDEZVOUS_TF_PORT, ..., RENDEZVOUS_COMMAND split like a shell line)
+and from a TOML config file: --config FILE, else ${CONFIG_VARIABLE}, else
+{DEFAULT_CONFIG_FILE} if it exists. Its keys are the option names:
+  expect = 3
+  job = "resnet"
+  tf-port = 2222
+  command = ["python", "/srv/train.py"]
+The command line wins over the environment, the environment over the file.
+"""
+
+STATUS_EXIT_CODES = f"""\
+exit status:
+  0    every daemon found answered
+  {NoDaemonError.exit_code}    no daemon runs here (of JOB), or one did not answer
+"""
 
 
-def _positive_float(text: str) -> float:
+def _seconds(text: str) -> float:
     try:
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+
+
+
+def _output_options() -> argparse.ArgumentParser:
+    """-v, -q and --log-format, shared by every subcommand. None = not given."""
+    parent = argparse.ArgumentParser(add_help=False)
+    out = parent.add_argument_group("output")
+    out.add_argument("-v", "--verbose", action="count", help="more log output (-vv: also zeroconf and gRPC)")
+    out.add_argument("-q", "--quiet", action="store_true", default=None, help="only warnings and errors")
+    out.add_argument("--log-format", choices=LOG_FORMATS,
+                     help="auto (default): plain lines, plus a live progress line on a terminal; "
+                          "plain: plain single lines only; json: one JSON object per line")
+    return parent
+
+
+def _add_address_options(group: argparse._ArgumentGroup, verb: str) -> None:
+    group.add_argument("--address", metavar="IP",
+                       help=f"{verb} on this local IP (default: the address of the "
+                            "interface that carries the default route)")
+    group.add_argument("--interface", metavar="NAME",
+                       help=f"{verb} on the address of this interface, e.g. eth0")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,9 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
+    output = _output_options()
 
     join = commands.add_parser(
         "join",
+        parents=[output],
         help="rendezvous with the peers of a job, then run a command on all of them at once",
         description=JOIN_DESCRIPTION,
         epilog=EXIT_CODES,
@@ -98,26 +135,46 @@ def build_parser() -> argparse.ArgumentParser:
                       help=f"read options from this TOML file (default: ${CONFIG_VARIABLE}, else "
                            f"{DEFAULT_CONFIG_FILE} if it exists)")
     where = join.add_argument_group("network")
-    where.add_argument("--address", metavar="IP",
-                       help="advertise and listen on this local IP (default: the address of the "
-                            "interface that carries the default route)")
-    where.add_argument("--interface", metavar="NAME",
-                       help="advertise the address of this interface, e.g. eth0")
+    _add_address_options(where, "advertise and listen")
     where.add_argument("--port", type=int, metavar="PORT",
                        help="port of this node's rendezvous gRPC server (default: any free port)")
     where.add_argument("--tf-port", type=int, metavar="PORT",
                        help="port for this node's TensorFlow worker (default: a free port, "
                             "checked on all interfaces as TensorFlow listens on all of them)")
     timing = join.add_argument_group("timing")
-    timing.add_argument("--timeout", type=_positive_float, metavar="SECONDS",
+    timing.add_argument("--timeout", type=_seconds, metavar="SECONDS",
                         help="give up if the command has not started after this long "
                              "(default: wait forever)")
-    timing.add_argument("--stop-grace", type=_positive_float, metavar="SECONDS",
+    timing.add_argument("--stop-grace", type=_seconds, metavar="SECONDS",
                         help="on SIGINT/SIGTERM, time the command gets between SIGTERM and "
                              "SIGKILL (default: 10)")
-    out = join.add_argument_group("output")
-    out.add_argument("-v", "--verbose", action="count", help="more log output (-vv: also zeroconf and gRPC)")
-    out.add_argument("-q", "--quiet", action="store_true", default=None, help="only warnings and errors")
+
+    peers = commands.add_parser(
+        "peers",
+        parents=[output],
+        help="list the rendezvous nodes on the network, of every job",
+        description="Listen on the network for a few seconds and list every rendezvous node "
+                    "heard: node id, address, gRPC port, job, --expect and phase.",
+    )
+    peers.add_argument("--seconds", type=_seconds, default=3.0, metavar="SECONDS",
+                       help="how long to listen (default: 3)")
+    peers.add_argument("--job", metavar="NAME", help="only the nodes of this job")
+    peers.add_argument("--json", action="store_true", help="a JSON list, for scripts")
+    _add_address_options(peers.add_argument_group("network"), "listen")
+
+    status = commands.add_parser(
+        "status",
+        parents=[output],
+        help="show what the rendezvous daemons on this machine are doing",
+        description="Ask each rendezvous daemon running on this machine for its phase, job, "
+                    "round, member list with ranks, coordinator, TF_CONFIG and trainer.",
+        epilog=STATUS_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    status.add_argument("--job", metavar="NAME", help="only the daemon of this job")
+    status.add_argument("--json", action="store_true", help="a JSON list, one object per daemon, for scripts")
+    status.add_argument("--timeout", type=_seconds, default=3.0, metavar="SECONDS",
+                        help="how long to wait for each daemon's answer (default: 3)")
     return parser
 
 
@@ -139,39 +196,70 @@ def settings_from_args(args: argparse.Namespace, command: Sequence[str]) -> Sett
     return load_settings(vars(args), command, os.environ, args.config)
 
 
-def setup_logging(verbose: int, quiet: bool) -> None:
-    level = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s.%(msecs)03d rendezvous %(levelname)s %(message)s", "%H:%M:%S"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    if verbose < 2:
-        for noisy in ("zeroconf", "grpc", "asyncio"):
-            logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+def _report_error(exc: RendezvousError, log_format: str) -> int:
+    if log_format == "json":
+        log.error("%s", exc)  # one more JSON line for the log shipper
+    else:
+        print(f"rendezvous: error: {exc}", file=sys.stderr)
+    return exc.exit_code
+
+
+def _join(args: argparse.Namespace, command: Sequence[str]) -> int:
+    try:
+        settings = settings_from_args(args, command)
+    except ConfigError as exc:
+        return _report_error(exc, "plain")
+    from .console import setup_logging  # imported here, like the node: --help stays fast
+    from .notify import SystemdNotifier
+    from .report import Reporters
+
+    console = setup_logging(settings.log)
+    if settings.config_file:
+        log.debug("options from %s", settings.config_file)
+    notifier = SystemdNotifier.from_environ(os.environ, os.getpid())
+    reporters = Reporters([console] + ([notifier] if notifier else []))
+    try:
+        from .node import run_node
+
+        return asyncio.run(run_node(settings.join, reporters))
+    except RendezvousError as exc:
+        return _report_error(exc, settings.log.log_format)
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        reporters.close()
+
+
+def _look(args: argparse.Namespace) -> int:
+    from .console import setup_logging
+    from .show import list_peers, show_status
+
+    log_config = LogConfig(verbose=min(args.verbose or 0, 2), quiet=bool(args.quiet), log_format=args.log_format or "auto")
+    setup_logging(log_config)
+    try:
+        if args.subcommand == "peers":
+            print(list_peers(args.seconds, args.address, args.interface, args.job, args.json))
+            return 0
+        text, errors = show_status(args.job, args.timeout, args.json)
+        print(text)
+        for error in errors:
+            print(f"rendezvous: error: {error}", file=sys.stderr)
+        return NoDaemonError.exit_code if errors else 0
+    except RendezvousError as exc:
+        return _report_error(exc, log_config.log_format)
+    except KeyboardInterrupt:
+        return 130
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     options, command = split_command(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(options)
-    try:
-        settings = settings_from_args(args, command)
-    except ConfigError as exc:
-        print(f"rendezvous: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    setup_logging(settings.log.verbose, settings.log.quiet)
-    if settings.config_file:
-        log.debug("options from %s", settings.config_file)
-    try:
-        from .node import run_node  # imported here so that --help stays fast
-
-        return asyncio.run(run_node(settings.join))
-    except RendezvousError as exc:
-        print(f"rendezvous: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        return 130
+    if args.subcommand == "join":
+        return _join(args, command)
+    if command:
+        parser.error(f"{args.subcommand} takes no command after --")
+    return _look(args)
 
 
 if __name__ == "__main__":

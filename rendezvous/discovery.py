@@ -2,6 +2,7 @@
 
 Zeroconf binds only the chosen address. Browser callbacks only enqueue; one task resolves
 services and hands decoded adverts to the caller. Junk records are logged and ignored.
+Without an advert of its own (`rendezvous peers`) it only browses.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import Callable, Optional, Union
 
-from zeroconf import IPVersion, ServiceStateChange
+from zeroconf import DNSQuestionType, IPVersion, ServiceStateChange
 from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZeroconf
 
 from .core.advert import SERVICE_TYPE, Advert, InvalidAdvert, decode_advert
@@ -41,12 +42,13 @@ def _node_id_of(name: str) -> str:
 
 
 class Discovery:
-    """Advertises `advert` on `address` and reports every other rendezvous node it sees."""
+    """Advertises `advert` on `address` and reports every other rendezvous node it sees,
+    of every job; with `advert=None` it advertises nothing and only browses."""
 
     def __init__(
         self,
         address: IPAddress,
-        advert: Advert,
+        advert: Optional[Advert],
         on_event: Callable[[DiscoveryEvent], None],
     ) -> None:
         self._address = address
@@ -57,6 +59,10 @@ class Discovery:
         self._info: Optional[AsyncServiceInfo] = None
         self._changes: asyncio.Queue[tuple[str, ServiceStateChange]] = asyncio.Queue()
         self._worker: Optional[asyncio.Task] = None
+        # A first query asks for a unicast answer (QU) by default. On a machine where other
+        # mDNS stacks share port 5353 (a daemon, avahi) such an answer can be delivered to
+        # one of their sockets instead; a listener that only browses asks for multicast ones.
+        self._question_type = DNSQuestionType.QM if advert is None else None
 
     def _service_info(self, advert: Advert) -> AsyncServiceInfo:
         return AsyncServiceInfo(
@@ -71,14 +77,16 @@ class Discovery:
     async def start(self) -> None:
         version = IPVersion.V4Only if self._address.version == 4 else IPVersion.V6Only
         self._zc = AsyncZeroconf(interfaces=[str(self._address)], ip_version=version)
-        self._info = self._service_info(self._advert)
-        # Instance names are random node ids, so name probing (~1.2 s) buys nothing.
-        await self._zc.async_register_service(self._info, cooperating_responders=True)
+        if self._advert is not None:
+            self._info = self._service_info(self._advert)
+            # Instance names are random node ids, so name probing (~1.2 s) buys nothing.
+            await self._zc.async_register_service(self._info, cooperating_responders=True)
+            log.debug("advertising %s on %s", self._advert.instance_name, self._address)
         self._worker = asyncio.create_task(self._resolve_changes(), name="discovery-resolve")
         self._browser = AsyncServiceBrowser(
-            self._zc.zeroconf, SERVICE_TYPE, handlers=[self._on_state_change]
+            self._zc.zeroconf, SERVICE_TYPE, handlers=[self._on_state_change],
+            question_type=self._question_type,
         )
-        log.debug("advertising %s on %s", self._advert.instance_name, self._address)
 
     async def update(self, advert: Advert) -> None:
         """Re-announce changed TXT fields (phase, coordinator)."""
@@ -118,7 +126,7 @@ class Discovery:
         while True:
             name, change = await self._changes.get()
             node_id = _node_id_of(name)
-            if node_id == self._advert.node_id:
+            if self._advert is not None and node_id == self._advert.node_id:
                 continue
             if change is ServiceStateChange.Removed:
                 self._on_event(Gone(node_id))
@@ -131,7 +139,7 @@ class Discovery:
         assert self._zc is not None
         info = AsyncServiceInfo(SERVICE_TYPE, name)
         try:
-            if not await info.async_request(self._zc.zeroconf, RESOLVE_TIMEOUT_MS):
+            if not await info.async_request(self._zc.zeroconf, RESOLVE_TIMEOUT_MS, self._question_type):
                 log.debug("could not resolve %s", name)
                 return None
             addresses = info.parsed_addresses(
@@ -143,3 +151,23 @@ class Discovery:
         except Exception:  # a malformed record must never take the daemon down
             log.debug("ignoring service %s: could not decode it", name, exc_info=True)
         return None
+
+
+async def browse(address: IPAddress, seconds: float) -> list[Advert]:
+    """Every valid rendezvous advert heard on `address` within `seconds`, the latest of each
+    node, nodes that said goodbye left out; sorted by job, then address."""
+    adverts: dict[str, Advert] = {}
+
+    def on_event(event: DiscoveryEvent) -> None:
+        if isinstance(event, Seen):
+            adverts[event.advert.node_id] = event.advert
+        elif isinstance(event, Gone):
+            adverts.pop(event.node_id, None)
+
+    discovery = Discovery(address, None, on_event)
+    await discovery.start()
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        await discovery.close()
+    return sorted(adverts.values(), key=lambda a: (a.job, a.peer))

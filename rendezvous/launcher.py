@@ -14,6 +14,7 @@ import time
 from typing import Mapping, Optional, Sequence
 
 from .errors import ConfigError, LaunchError
+from .notify import NOTIFY_VARIABLES
 
 log = logging.getLogger(__name__)
 
@@ -105,20 +106,29 @@ class Launcher:
         self._process: Optional[asyncio.subprocess.Process] = None
         self._gate: Optional[int] = None
         self._command: tuple[str, ...] = ()
-        self.started_at: Optional[float] = None
+        self.started_at: Optional[float] = None  # time.monotonic() when the command started
+        self.finished_at: Optional[float] = None
 
     @property
     def pid(self) -> Optional[int]:
         return self._process.pid if self._process and self.started_at is not None else None
 
+    def uptime(self, now: float) -> Optional[float]:
+        """Seconds the command has run by `now` (time.monotonic()), or ran until it ended."""
+        if self.started_at is None:
+            return None
+        return max(0.0, (self.finished_at or now) - self.started_at)
+
     async def arm(self, command: Sequence[str], env: Mapping[str, str]) -> None:
         check_command(command)
+        # systemd's notify socket is the daemon's (NotifyAccess=main): not the command's.
+        inherited = {k: v for k, v in os.environ.items() if k not in NOTIFY_VARIABLES}
         ready_read, ready_write = os.pipe()
         gate_read, gate_write = os.pipe()
         try:
             self._process = await asyncio.create_subprocess_exec(
                 sys.executable, "-I", "-S", "-c", _GATE, str(ready_write), str(gate_read), *command,
-                env={**os.environ, **env}, pass_fds=(ready_write, gate_read), process_group=0,
+                env={**inherited, **env}, pass_fds=(ready_write, gate_read), process_group=0,
             )
         except BaseException:
             os.close(gate_write)
@@ -147,6 +157,8 @@ class Launcher:
     async def wait(self) -> int:
         assert self._process is not None
         code = exit_code_of(await self._process.wait())
+        if self.finished_at is None:
+            self.finished_at = time.monotonic()
         self._signal_group(signal.SIGTERM)  # leftovers of the command's own children
         return code
 

@@ -1,19 +1,24 @@
 """Wiring: one node's discovery, coordinator service, Join client and launcher on one loop.
 
-    address -> TF port reservation -> gRPC server -> mDNS advert + browser
+    address -> TF port reservation -> gRPC server -> mDNS advert + browser -> ready
             -> rendezvous (join the lowest peer until released) -> command
     shutdown, in order: command, Join stream, gRPC server, mDNS goodbye, zeroconf close.
+
+Every change of phase or of the peers seen goes to one `Reporter` as a `NodeStatus`; the
+same snapshot answers the Status RPC.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import secrets
 import signal
 import time
 from typing import Awaitable, Optional, TypeVar
 
+from . import runtime
 from .address import choose_address
 from .config import JoinConfig
 from .coordinator import (
@@ -32,11 +37,13 @@ from .coordinator import (
 from .core import round as rounds
 from .core.advert import Advert, Phase
 from .core.peer import Peer, describe_peers
+from .core.status import NodeStatus
 from .core.tf_config import Membership, launch_environment
 from .core.view import PeerView, Target
 from .discovery import Discovery, DiscoveryEvent, Gone, Seen
 from .errors import AddressError, CoordinatorError, MembershipError, RendezvousTimeout
 from .launcher import Launcher, PortReservation, check_command
+from .report import Reporter
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +62,14 @@ def new_node_id() -> str:
 
 
 class Node:
-    def __init__(self, config: JoinConfig, node_id: Optional[str] = None) -> None:
+    def __init__(self, config: JoinConfig, node_id: Optional[str] = None, reporter: Optional[Reporter] = None) -> None:
         self.config = config
         self.node_id = node_id or new_node_id()
         self.launcher = Launcher()
+        self.reporter = reporter or Reporter()
+        self._phase = Phase.WAITING
+        self._membership: Optional[Membership] = None
+        self._exit_code: Optional[int] = None
         self._view: Optional[PeerView] = None
         self._service: Optional[CoordinatorService] = None
         self._discovery: Optional[Discovery] = None
@@ -67,12 +78,32 @@ class Node:
         self._stop_signal: Optional[int] = None
         self._tasks: set[asyncio.Task] = set()
         self._reservation: Optional[PortReservation] = None
-        self._last_progress = ""
 
     @property
     def view(self) -> PeerView:
         assert self._view is not None
         return self._view
+
+    def status(self) -> NodeStatus:
+        """What this node is doing now, for the reporters and the Status RPC."""
+        return NodeStatus(
+            node=self.view.me.peer,
+            job=self.config.job,
+            expect=self.config.expect,
+            phase=self._phase,
+            seen=tuple(self.view.peers),
+            membership=self._membership,
+            trainer_pid=self.launcher.pid,
+            trainer_uptime=self.launcher.uptime(time.monotonic()),
+            exit_code=self._exit_code,
+        )
+
+    def _report(self) -> None:
+        self.reporter.update(self.status())
+
+    def _enter(self, phase: Phase) -> None:
+        self._phase = phase
+        self._report()
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -84,6 +115,7 @@ class Node:
         try:
             return await self._run()
         finally:
+            self.reporter.close()
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(signum)
 
@@ -113,13 +145,22 @@ class Node:
             raise AddressError(f"--port {config.port}: {exc}") from None
         me = Peer(node_id=self.node_id, address=address, port=port, tf_port=reservation.port)
         self._view = PeerView(Advert(peer=me, job=config.job, expect=config.expect))
-        self._service = CoordinatorService(me, config.job, config.expect, target=lambda: self.view.target())
+        self._service = CoordinatorService(
+            me, config.job, config.expect, target=lambda: self.view.target(), status=self.status
+        )
         session: Optional[JoinSession] = None
+        health = None
+        registered = None
         try:
-            await serve(server, self._service)
+            health = await serve(server, self._service)
             self._discovery = Discovery(address, self.view.me, on_event=self._on_discovery)
             await self._discovery.start()
-            self._report_progress()
+            registered = runtime.register(
+                runtime.Registration(self.node_id, os.getpid(), config.job, me.endpoint, runtime.current_netns()),
+                runtime.candidate_directories(os.environ, os.getuid()),
+            )
+            self.reporter.ready()
+            self._report()
             try:
                 membership, session = await self._until_stopped(self._rendezvous(me), config.timeout)
             except _Stopped:
@@ -131,15 +172,21 @@ class Node:
             except _Stopped:
                 code = await self.launcher.stop(config.stop_grace)
             log.info("command exited with code %d", code)
+            self._exit_code = code
+            self._enter(Phase.FINISHED)
             await self._say_finished(session, code)
             return code
         finally:
+            self.reporter.stopping()
             reservation.release()
             await self.launcher.stop(config.stop_grace)
             if session is not None:
                 await session.close()
             for task in self._tasks:
                 task.cancel()
+            runtime.unregister(registered)
+            if health is not None:
+                await health.enter_graceful_shutdown()
             await server.stop(grace=0.5)
             if self._discovery is not None:
                 await self._discovery.close()
@@ -167,7 +214,7 @@ class Node:
     async def _say_finished(self, session: JoinSession, code: int) -> None:
         try:
             await asyncio.wait_for(session.finished(code), timeout=1.0)
-        except (SessionLost, asyncio.TimeoutError, Exception):
+        except Exception:  # the coordinator may already be gone: nothing depends on it
             log.debug("could not report the exit code to the coordinator", exc_info=True)
 
     # -- discovery -----------------------------------------------------------------
@@ -179,16 +226,8 @@ class Node:
             self._view = self.view.gone(event.node_id)
         assert self._service is not None
         self._service.follow(self.view.target())
-        self._report_progress()
+        self._report()
         self._view_changed.set()
-
-    def _report_progress(self) -> None:
-        if self.view.me.phase is not Phase.WAITING:
-            return  # the job is formed: peers coming and going are no longer news
-        progress = self.view.progress()
-        if progress != self._last_progress:
-            self._last_progress = progress
-            log.info("%s", progress)
 
     def _advertise(self, phase: Phase, membership: Membership, delay: float = 0.0) -> None:
         advert = self.view.me.with_phase(phase, membership.coordinator.endpoint)
@@ -287,6 +326,7 @@ class Node:
                     # The gate process waits until then on its own: this daemon stays out of
                     # the way of the start instant.
                     self.launcher.fire(time.time() + wait)
+                    self._enter(Phase.RUNNING)
                     return membership
                 elif isinstance(event, Redirected):
                     if membership is not None:
@@ -318,9 +358,11 @@ class Node:
             rank, membership.world_size, membership.coordinator.describe(), env["TF_CONFIG"],
         )
         await self.launcher.arm(self.config.command, env)
+        self._membership = membership
+        self._enter(Phase.FROZEN)
         await session.ready(membership.digest)
 
 
-async def run_node(config: JoinConfig) -> int:
-    return await Node(config).run()
+async def run_node(config: JoinConfig, reporter: Optional[Reporter] = None) -> int:
+    return await Node(config, reporter=reporter).run()
 

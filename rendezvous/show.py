@@ -1,0 +1,83 @@
+"""`rendezvous peers` and `rendezvous status`: look at what runs, change nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from typing import Optional, Union
+
+from . import runtime
+from .address import choose_address
+from .core.listing import advert_to_dict, peer_table
+from .core.status import NodeStatus, describe_status, status_to_dict
+from .errors import NoDaemonError
+
+log = logging.getLogger(__name__)
+
+
+def list_peers(seconds: float, address: Optional[str], interface: Optional[str],
+               job: Optional[str], as_json: bool) -> str:
+    """Browse for `seconds` and return the table (or JSON) of every node heard."""
+    from .discovery import browse  # zeroconf is imported only when needed
+
+    choice = choose_address(address, interface)
+    log.debug("browsing on %s (%s) for %gs", choice.address, choice.reason, seconds)
+    adverts = asyncio.run(browse(choice.address, seconds))
+    if job is not None:
+        adverts = [a for a in adverts if a.job == job]
+    if as_json:
+        return json.dumps([advert_to_dict(a) for a in adverts], indent=2)
+    if not adverts:
+        what = f"of job {job!r} " if job is not None else ""
+        return f"no rendezvous node {what}answered on {choice.address} within {seconds:g}s"
+    return peer_table(adverts)
+
+
+async def _ask_all(registrations: list[runtime.Registration], timeout: float) -> list[Union[NodeStatus, BaseException]]:
+    from .coordinator import fetch_status  # grpc is imported only when needed
+
+    return await asyncio.gather(*(fetch_status(r.endpoint, timeout) for r in registrations), return_exceptions=True)
+
+
+def find_daemons(job: Optional[str]) -> list[runtime.Registration]:
+    """The daemons running on this machine, in this network namespace; NoDaemonError if none."""
+    directories = runtime.candidate_directories(os.environ, os.getuid())
+    running = runtime.live_registrations(
+        runtime.find_registrations(directories), runtime.current_netns(), runtime.pid_alive
+    )
+    chosen = [r for r in running if job is None or r.job == job]
+    if chosen:
+        return chosen
+    if running:
+        jobs = ", ".join(sorted({repr(r.job) for r in running}))
+        raise NoDaemonError(f"no rendezvous daemon of job {job!r} runs on this machine; running: {jobs}")
+    where = ", ".join(str(d) for d in directories)
+    raise NoDaemonError(
+        f"no rendezvous daemon runs on this machine (none registered in {where}); "
+        "start one with `rendezvous join`, or `systemctl start rendezvous`"
+    )
+
+
+def show_status(job: Optional[str], timeout: float, as_json: bool) -> tuple[str, list[str]]:
+    """The status of every local daemon (or of JOB's) as text or JSON, and the errors of
+    those that did not answer. NoDaemonError if none runs, or none answered."""
+    daemons = find_daemons(job)
+    results = asyncio.run(_ask_all(daemons, timeout))
+    shown: list[tuple[runtime.Registration, NodeStatus]] = []
+    errors: list[str] = []
+    for registration, result in zip(daemons, results):
+        if isinstance(result, NodeStatus):
+            shown.append((registration, result))
+        elif isinstance(result, NoDaemonError):
+            errors.append(f"{result} (pid {registration.pid}, job {registration.job!r})")
+        else:
+            raise result
+    if not shown:
+        raise NoDaemonError("; ".join(errors))
+    if as_json:
+        text = json.dumps([{"daemon_pid": r.pid, **status_to_dict(s)} for r, s in shown], indent=2)
+    else:
+        text = "\n\n".join(describe_status(s, daemon_pid=r.pid) for r, s in shown)
+    return text, errors

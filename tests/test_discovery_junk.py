@@ -55,12 +55,20 @@ def test_peers_ignore_junk_records(tmp_path):
                 await zc.async_register_service(info, cooperating_responders=True)
             out = tmp_path / "out"
             out.mkdir()
-            peers = [start_peer(join_argv(2, job, out, address=a, options=["-v"]), tmp_path, a) for a in ("127.0.0.2", "127.0.0.3")]
+            first = start_peer(join_argv(2, job, out, address="127.0.0.2", options=["-v"]), tmp_path, "first")
+            # the first peer waits among the junk until it has looked at it
+            for _ in range(200):
+                if "ignoring service junk" in first.log:
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError(f"the junk was never looked at:\n{first.log}")
+            second = start_peer(join_argv(2, job, out, address="127.0.0.3", options=["-v"]), tmp_path, "second")
+            peers = [first, second]
             codes = await asyncio.gather(*(asyncio.to_thread(p.wait) for p in peers))
             for peer, code in zip(peers, codes):
                 assert code == 0, peer.log
                 assert JUNK_ADDRESS not in peer.log, peer.log
-                assert "ignoring service junk" in peer.log, "the junk was never looked at"
             assert_consistent(records(out), ["127.0.0.2", "127.0.0.3"])
         finally:
             await zc.async_unregister_all_services()

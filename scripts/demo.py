@@ -19,6 +19,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+# TensorFlow's native start-up lines (glog style), printed before its log level applies.
+TF_NATIVE_LOG = re.compile(r"^(WARNING: All log messages before absl|[IWEF]\d{4} )")
 TF_CONFIG_LINE = re.compile(r"membership frozen: worker (\d+) of (\d+).*TF_CONFIG=(\{.*\})")
 
 
@@ -26,7 +28,8 @@ def stream(prefix: str, pipe, sink: list[str]) -> None:
     for raw in pipe:
         line = raw.decode(errors="replace").rstrip("\n")
         sink.append(line)
-        print(f"{prefix} {line}", flush=True)
+        if not TF_NATIVE_LOG.match(line):
+            print(f"{prefix} {line}", flush=True)
 
 
 def main() -> int:

@@ -1,0 +1,177 @@
+"""NodeStatus and how it is shown: STATUS= lines, progress, the status block and JSON, the
+peer table; and its protobuf round trip."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+
+import pytest
+
+from rendezvous.coordinator import _wire
+from rendezvous.core.advert import Advert, Phase
+from rendezvous.core.listing import advert_to_dict, peer_table
+from rendezvous.core.peer import Peer
+from rendezvous.core.status import (
+    NodeStatus,
+    describe_status,
+    format_duration,
+    progress_line,
+    status_line,
+    status_to_dict,
+)
+from rendezvous.core.tf_config import Membership
+
+A = Peer("aaaaaaaaaaaa", ipaddress.ip_address("10.0.0.9"), 41234, 2222)
+B = Peer("bbbbbbbbbbbb", ipaddress.ip_address("10.0.0.10"), 38211, 2223)
+C = Peer("cccccccccccc", ipaddress.ip_address("10.0.0.100"), 40000, 2224)
+M = Membership.freeze("resnet", 1, [B, A])
+
+
+def status(phase=Phase.WAITING, node=B, seen=(B,), membership=None, **kwargs):
+    if phase is not Phase.WAITING and membership is None:
+        membership = M
+    return NodeStatus(node=node, job="resnet", expect=2, phase=phase, seen=seen, membership=membership, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "node_status, line",
+    [
+        (status(seen=()), "waiting for peers 1/2"),
+        (status(seen=(B,)), "waiting for peers 1/2"),
+        (status(seen=(B, A)), "waiting for peers 2/2"),
+        (status(seen=(A, B, C)), "waiting for peers 3/2"),
+        (status(Phase.FROZEN), "worker 1 of 2: starting"),
+        (status(Phase.RUNNING), "worker 1 of 2 training"),
+        (status(Phase.RUNNING, node=A), "worker 0 of 2 training"),
+        (status(Phase.FINISHED, exit_code=0), "finished: worker 1 of 2, exit code 0"),
+        (status(Phase.FINISHED, exit_code=143), "finished: worker 1 of 2, exit code 143"),
+        (status(Phase.FINISHED), "finished"),
+    ],
+)
+def test_status_line(node_status, line):
+    assert status_line(node_status) == line
+
+
+def test_seen_is_sorted_and_rank_coordinator_tf_config_follow_the_membership():
+    s = status(seen=(C, B, A))
+    assert s.seen == (A, B, C)
+    assert s.rank is None and s.tf_config is None and s.coordinator == A
+    assert status(seen=()).coordinator is None
+    s = status(Phase.RUNNING)
+    assert s.rank == 1 and s.coordinator == A
+    assert s.tf_config == {"cluster": {"worker": ["10.0.0.9:2222", "10.0.0.10:2223"]}, "task": {"type": "worker", "index": 1}}
+
+
+def test_a_node_missing_from_the_membership_has_no_rank():
+    assert status(Phase.RUNNING, node=C).rank is None
+
+
+def test_progress_line_names_the_coordinator():
+    assert progress_line(status(seen=(B, A))) == (
+        "job 'resnet': 2/2 peers seen: 10.0.0.9 (aaaaaaaaaaaa) [coordinator], 10.0.0.10 (bbbbbbbbbbbb)"
+    )
+    assert progress_line(status(seen=())) == "job 'resnet': 1/2 peers seen: 10.0.0.10 (bbbbbbbbbbbb) [coordinator]"
+
+
+@pytest.mark.parametrize(
+    "seconds, text",
+    [(0, "0.0s"), (4.24, "4.2s"), (59.94, "59.9s"), (60, "1m 00s"), (125.9, "2m 05s"), (3600, "1h 00m 00s"), (3 * 3600 + 125, "3h 02m 05s")],
+)
+def test_format_duration(seconds, text):
+    assert format_duration(seconds) == text
+
+
+def test_describe_a_running_member():
+    text = describe_status(status(Phase.RUNNING, seen=(A, B), trainer_pid=4321, trainer_uptime=72.3), daemon_pid=99)
+    assert text == "\n".join([
+        "node bbbbbbbbbbbb at 10.0.0.10:38211 (rendezvous pid 99)",
+        "  job          resnet, round 1",
+        "  phase        running: worker 1 of 2",
+        "  coordinator  10.0.0.9:41234 (aaaaaaaaaaaa)",
+        "  members      rank  address    node          TensorFlow",
+        "               0     10.0.0.9   aaaaaaaaaaaa  10.0.0.9:2222",
+        "               1     10.0.0.10  bbbbbbbbbbbb  10.0.0.10:2223  <- this node",
+        '  TF_CONFIG    {"cluster":{"worker":["10.0.0.9:2222","10.0.0.10:2223"]},"task":{"type":"worker","index":1}}',
+        "  trainer      pid 4321, up 1m 12s",
+    ])
+
+
+def test_describe_a_waiting_node():
+    text = describe_status(status(seen=(B, A)))
+    assert text.splitlines() == [
+        "node bbbbbbbbbbbb at 10.0.0.10:38211",
+        "  job          resnet, round 1",
+        "  phase        waiting: 2 of 2 peers seen",
+        "  coordinator  10.0.0.9:41234 (aaaaaaaaaaaa), the lowest peer seen so far",
+        "  seen         10.0.0.9 (aaaaaaaaaaaa), 10.0.0.10 (bbbbbbbbbbbb)",
+        "  members      not frozen yet",
+        "  TF_CONFIG    not yet",
+        "  trainer      not started",
+    ]
+
+
+def test_describe_a_finished_member():
+    text = describe_status(status(Phase.FINISHED, exit_code=1, trainer_pid=5, trainer_uptime=3.0))
+    assert "  phase        finished: worker 1 of 2, exit code 1" in text
+    assert "  trainer      pid 5, up 3.0s" in text
+
+
+def test_status_to_dict_is_json_and_complete():
+    d = status_to_dict(status(Phase.RUNNING, seen=(A, B), trainer_pid=7, trainer_uptime=1.5))
+    assert json.loads(json.dumps(d)) == d
+    assert d["node"] == {"node_id": "bbbbbbbbbbbb", "address": "10.0.0.10", "port": 38211, "tf_port": 2223}
+    assert (d["job"], d["round"], d["phase"], d["expect"], d["rank"], d["world_size"]) == ("resnet", 1, "running", 2, 1, 2)
+    assert d["coordinator"]["node_id"] == "aaaaaaaaaaaa"
+    assert [(m["rank"], m["address"]) for m in d["members"]] == [(0, "10.0.0.9"), (1, "10.0.0.10")]
+    assert d["tf_config"]["task"] == {"type": "worker", "index": 1}
+    assert (d["trainer_pid"], d["trainer_uptime_seconds"], d["exit_code"]) == (7, 1.5, None)
+    waiting = status_to_dict(status(seen=()))
+    assert waiting["rank"] is None and waiting["world_size"] is None and waiting["members"] == []
+    assert waiting["coordinator"] is None and waiting["tf_config"] is None
+
+
+@pytest.mark.parametrize(
+    "node_status",
+    [
+        status(seen=()),
+        status(seen=(A, B)),
+        status(Phase.FROZEN),
+        status(Phase.RUNNING, node=A, seen=(A, B), trainer_pid=4321, trainer_uptime=12.5),
+        status(Phase.FINISHED, trainer_pid=1, trainer_uptime=99.0),
+    ],
+)
+def test_status_survives_the_wire(node_status):
+    message = _wire.status_to_pb(node_status)
+    assert message.header.job == "resnet" and message.header.sender_node_id == node_status.node.node_id
+    assert message.rank == (node_status.rank if node_status.rank is not None else _wire.NO_RANK)
+    back = _wire.status_from_pb(message)
+    assert back == node_status
+
+
+def test_an_invalid_status_from_the_wire_is_a_value_error():
+    message = _wire.status_to_pb(status())
+    message.phase = "exploded"
+    with pytest.raises(ValueError):
+        _wire.status_from_pb(message)
+    message = _wire.status_to_pb(status())
+    message.self.address = "host.example"
+    with pytest.raises(ValueError):
+        _wire.status_from_pb(message)
+
+
+def test_peer_table_and_json():
+    adverts = [
+        Advert(peer=A, job="resnet", expect=2, phase=Phase.RUNNING, coordinator=A.endpoint),
+        Advert(peer=C, job="other-job", expect=16),
+    ]
+    assert peer_table(adverts).splitlines() == [
+        "NODE          ADDRESS     PORT   JOB        EXPECT  PHASE",
+        "aaaaaaaaaaaa  10.0.0.9    41234  resnet     2       running",
+        "cccccccccccc  10.0.0.100  40000  other-job  16      waiting",
+    ]
+    assert peer_table([]) == "NODE  ADDRESS  PORT  JOB  EXPECT  PHASE"
+    assert advert_to_dict(adverts[0]) == {
+        "node_id": "aaaaaaaaaaaa", "address": "10.0.0.9", "port": 41234, "tf_port": 2222, "job": "resnet",
+        "expect": 2, "phase": "running", "round": 1, "coordinator": "10.0.0.9:41234",
+    }

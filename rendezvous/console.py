@@ -128,11 +128,12 @@ class Console(Reporter):
         self.live = live and handler is not None
         self.context = context if context is not None else {}
         self._last: Optional[str] = None
+        self._stopping = False
 
     def update(self, status: NodeStatus) -> None:
         self.context["node"] = status.node.node_id
         self.context["job"] = status.job
-        if status.phase is not Phase.WAITING:
+        if status.phase is not Phase.WAITING or self._stopping:
             self._clear()
             return
         text = progress_line(status)
@@ -148,6 +149,7 @@ class Console(Reporter):
             self.handler.clear()
 
     def stopping(self) -> None:
+        self._stopping = True  # peers leaving during the shutdown are no news
         self._clear()
 
     def close(self) -> None:

@@ -70,6 +70,7 @@ class Node:
         self._phase = Phase.WAITING
         self._membership: Optional[Membership] = None
         self._exit_code: Optional[int] = None
+        self._stopping_reported = False
         self._view: Optional[PeerView] = None
         self._service: Optional[CoordinatorService] = None
         self._discovery: Optional[Discovery] = None
@@ -129,6 +130,12 @@ class Node:
         log.info("received %s: stopping", name)
         self._stop_signal = signum
         self._stopping.set()
+        self._report_stopping()  # now: stopping the command can take its whole grace period
+
+    def _report_stopping(self) -> None:
+        if not self._stopping_reported:
+            self._stopping_reported = True
+            self.reporter.stopping()
 
     async def _run(self) -> int:
         config = self.config
@@ -177,7 +184,7 @@ class Node:
             await self._say_finished(session, code)
             return code
         finally:
-            self.reporter.stopping()
+            self._report_stopping()
             reservation.release()
             await self.launcher.stop(config.stop_grace)
             if session is not None:

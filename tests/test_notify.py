@@ -246,3 +246,30 @@ def test_without_notify_socket_nothing_is_sent(tmp_path, monkeypatch):
     time.sleep(0.1)
     assert receiver.messages() == []
     receiver.close()
+
+
+def test_a_stop_says_stopping_and_ends_the_command(tmp_path, monkeypatch):
+    """`systemctl stop`: SIGTERM to the daemon; it reports STOPPING and stops the command's group."""
+    import signal
+
+    from peers import wait_for_records
+
+    receiver = Receiver(str(tmp_path / "notify"))
+    monkeypatch.setenv("NOTIFY_SOCKET", receiver.path)
+    out = tmp_path / "out"
+    out.mkdir()
+    job = f"sd-{secrets.token_hex(4)}"
+    peer = start_peer(join_argv(1, job, out, address="127.0.0.2", record_args=["--sleep", "60"]), tmp_path, "p")
+    [record] = wait_for_records(out, 1)
+    peer.proc.send_signal(signal.SIGTERM)
+    assert peer.wait(timeout=20) == 128 + signal.SIGTERM, peer.log
+    messages = receiver.messages()
+    receiver.close()
+    assert "STATUS=worker 0 of 1 training" in messages, messages
+    assert messages.index("STOPPING=1\nSTATUS=stopping") > messages.index("STATUS=worker 0 of 1 training")
+    try:
+        os.killpg(record["pgid"], 0)
+        alive = True
+    except ProcessLookupError:
+        alive = False
+    assert not alive, "the command's process group outlived the stop"

@@ -63,6 +63,8 @@ def start_peer(
     log_path = log_dir / f"{name}.log"
     out = open(log_path, "wb")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # where the daemon registers for `rendezvous status`: the test's, not the machine's
+    env.setdefault("RENDEZVOUS_RUNTIME_DIR", str(log_dir / "run"))
     proc = popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
     out.close()
     return Peer(name, proc, log_path)

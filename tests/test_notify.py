@@ -8,7 +8,6 @@ import ipaddress
 import os
 import secrets
 import socket
-import subprocess
 import sys
 import threading
 import time

@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 ADVERTISE_RUNNING_DELAY = 0.5
+UNREACHABLE_WARNING_AFTER = 5.0
 
 
 class _Stopped(Exception):
@@ -269,6 +270,7 @@ class Node:
 
     async def _join_until_released(self, me: Peer) -> tuple[Membership, JoinSession]:
         """Join the coordinator this node believes in, following the view, until released."""
+        unreachable: Optional[tuple[str, float]] = None  # endpoint, since when
         while True:
             self._raise_on_conflicts()
             target = self.view.target()
@@ -277,6 +279,7 @@ class Node:
                 membership = await self._follow(session, target, me)
             except SessionLost as exc:
                 log.debug("lost the coordinator %s: %s", target.endpoint, exc)
+                unreachable = self._still_unreachable(unreachable, target, time.monotonic())
                 membership = None
             except BaseException:
                 await session.close()
@@ -285,6 +288,26 @@ class Node:
                 return membership, session
             await session.close()
             await self._view_change_or(self.config.retry_interval)
+
+    def _still_unreachable(
+        self, unreachable: Optional[tuple[str, float]], target: Target, now: float
+    ) -> tuple[str, float]:
+        """Say so, once, when the coordinator cannot be reached for a while.
+
+        A node killed without a goodbye stays in everyone's mDNS cache for many minutes,
+        so its peers keep electing it; this makes the wait visible instead of silent.
+        """
+        if unreachable is None or unreachable[0] != target.endpoint:
+            return (target.endpoint, now)
+        endpoint, since = unreachable
+        if since <= now - UNREACHABLE_WARNING_AFTER:
+            who = target.peer.describe() if target.peer else endpoint
+            log.warning(
+                "cannot reach the coordinator %s at %s for %.0f s: it may have stopped without "
+                "a goodbye; still trying (--timeout gives up)", who, endpoint, now - since,
+            )
+            return (endpoint, float("inf"))  # warned: not again for this endpoint
+        return unreachable
 
     async def _view_change_or(self, seconds: float) -> None:
         try:

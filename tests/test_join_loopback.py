@@ -201,3 +201,15 @@ def test_bad_options_exit_2_or_5_naming_the_value(tmp_path, options, message):
     )
     assert proc.returncode in (2, 5), proc.stderr
     assert message in proc.stderr, proc.stderr
+
+
+def test_a_coordinator_killed_without_goodbye_is_reported_not_silent(tmp_path, job):
+    out = tmp_path / "out"
+    out.mkdir()
+    coordinator = start_peer(join_argv(3, job, out, address="127.0.0.2"), tmp_path, "coordinator")
+    waiting = start_peer(join_argv(3, job, out, address="127.0.0.3", options=["--timeout", "12"]), tmp_path, "waiting")
+    _wait_for_log(waiting, "2/3 peers seen")
+    coordinator.proc.kill()  # no goodbye: the mDNS cache keeps it for many minutes
+    coordinator.wait()
+    _wait_for_log(waiting, "cannot reach the coordinator 127.0.0.2", timeout=10)
+    assert waiting.wait(timeout=20) == 3, waiting.log

@@ -70,7 +70,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
     def _apply(self, step: Step) -> None:
         self.round = state = step.state
         if step.action is Action.BROADCAST_WAITING:
-            log.info(
+            log.debug(
                 "coordinating job %r: %d/%d peers joined",
                 state.job, len(state.joined), state.expect,
             )
@@ -102,7 +102,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
             return
         if not self._outboxes:
             return
-        log.info("peer %s is lower: redirecting %d peers", target.endpoint, len(self._outboxes))
+        log.debug("peer %s is lower: redirecting %d peers", target.endpoint, len(self._outboxes))
         redirect = pb.Redirect(reason="a peer with a lower address is the coordinator")
         if target.peer is not None:
             redirect.coordinator.CopyFrom(_wire.peer_to_pb(target.peer))

@@ -203,3 +203,23 @@ def test_a_coordinator_killed_without_goodbye_is_reported_not_silent(tmp_path, j
     coordinator.wait()
     _wait_for_log(waiting, "cannot reach the coordinator 127.0.0.2", timeout=10)
     assert waiting.wait(timeout=20) == 3, waiting.log
+
+
+def test_a_frozen_peer_leaves_the_round_instead_of_holding_it(tmp_path, job):
+    out = tmp_path / "out"
+    out.mkdir()
+    coordinator = start_peer(join_argv(3, job, out, address="127.0.0.2", options=["-v"]), tmp_path, "coordinator")
+    frozen = start_peer(join_argv(3, job, out, address="127.0.0.3"), tmp_path, "frozen")
+    _wait_for_log(coordinator, "coordinating job '%s': 2/3 peers joined" % job)
+    frozen.proc.send_signal(signal.SIGSTOP)  # alive to the kernel, silent to gRPC
+    try:
+        # HTTP/2 keepalive ends its stream: it is no longer counted as joined
+        _wait_for_log(
+            coordinator, "coordinating job '%s': 1/3 peers joined" % job,
+            after="coordinating job '%s': 2/3 peers joined" % job, timeout=25,
+        )
+    finally:
+        frozen.proc.kill()
+        frozen.proc.send_signal(signal.SIGCONT)
+    coordinator.proc.send_signal(signal.SIGTERM)
+    assert coordinator.wait(timeout=15) == 128 + signal.SIGTERM

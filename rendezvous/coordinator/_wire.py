@@ -11,8 +11,29 @@ from ..core.status import NodeStatus
 from ..core.tf_config import Membership
 from ..v1 import rendezvous_pb2 as pb
 
+# HTTP/2 keepalive on every Join stream, both ways: a peer or coordinator that is frozen or
+# cut off (no FIN, no RST) ends its streams within KEEPALIVE_S + KEEPALIVE_TIMEOUT_S instead
+# of holding the round forever. A stream of a live peer carries no data while it waits, so
+# the server must accept pings that come without data.
+KEEPALIVE_S = 5
+KEEPALIVE_TIMEOUT_S = 5
+_KEEPALIVE = [
+    ("grpc.keepalive_time_ms", KEEPALIVE_S * 1000),
+    ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_S * 1000),
+    ("grpc.http2.max_pings_without_data", 0),
+    ("grpc.http2.ping_timeout_ms", KEEPALIVE_TIMEOUT_S * 1000),
+]
+
 # Every channel ignores http(s)_proxy: rendezvous traffic never leaves the cluster.
-CHANNEL_OPTIONS = [("grpc.enable_http_proxy", 0)]
+CHANNEL_OPTIONS = [("grpc.enable_http_proxy", 0), *_KEEPALIVE]
+
+SERVER_OPTIONS = [
+    # a second daemon must not share this one's port
+    ("grpc.so_reuseport", 0),
+    *_KEEPALIVE,
+    ("grpc.http2.min_recv_ping_interval_without_data_ms", KEEPALIVE_S * 1000 // 2),
+    ("grpc.http2.max_ping_strikes", 0),
+]
 
 # StatusResponse.rank of a node that is not a member (yet): 0 is a real rank.
 NO_RANK = -1

@@ -184,7 +184,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
 
 def bind_server(host: str, port: int) -> tuple[grpc.aio.Server, int]:
     """Create a server bound to host:port (0 = any free port); return it and the bound port."""
-    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    server = grpc.aio.server(options=_wire.SERVER_OPTIONS)
     try:
         bound = server.add_insecure_port(f"{host}:{port}")
     except RuntimeError as exc:  # grpc raises RuntimeError when it cannot bind

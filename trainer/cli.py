@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -103,26 +104,30 @@ def build_parser() -> argparse.ArgumentParser:
                         "(needs --data-dir) or synthetic (seeded random 32x32x3)")
     p.add_argument("--data-dir", metavar="DIR",
                    help="CIFAR-10 python batches, in DIR or DIR/cifar-10-batches-py")
-    p.add_argument("--epochs", type=_positive_int, default=10)
-    p.add_argument("--global-batch-size", type=_positive_int,
+    p.add_argument("--epochs", type=_whole(1), default=10)
+    p.add_argument("--global-batch-size", type=_whole(1),
                    help=f"batch size summed over all replicas (default {DEFAULT_GLOBAL_BATCH}, "
                         "rounded up to a multiple of the number of workers)")
-    p.add_argument("--steps-per-epoch", type=_positive_int,
+    p.add_argument("--steps-per-epoch", type=_whole(1),
                    help="default: training examples // global batch size")
     p.add_argument("--optimizer", choices=("adam", "sgd"),
                    help="default: adam for small_cnn, sgd with momentum 0.9 for resnet56")
-    p.add_argument("--learning-rate", type=_positive_float,
+    p.add_argument("--learning-rate", type=_number("a positive number", 0, False),
                    help="default: 0.001 for adam; for sgd 0.1 x global batch size / 128")
-    p.add_argument("--seed", type=int, default=0,
-                   help="seeds initial weights, shuffling and synthetic data (default 0)")
-    p.add_argument("--threads", type=_non_negative_int, default=0,
-                   help="TensorFlow intra-op and inter-op threads; 0 (default) lets "
-                        "TensorFlow choose. Use 1 when several workers share a machine")
-    p.add_argument("--collective-timeout", type=_non_negative_float, default=60.0,
-                   metavar="SECONDS",
+    p.add_argument("--seed", type=_whole(0, MAX_SEED), default=0,
+                   help="seeds initial weights, shuffling and synthetic data: 0 (default) "
+                        f"to {MAX_SEED}")
+    p.add_argument("--threads", type=_whole(0, MAX_THREADS), default=0,
+                   help=f"TensorFlow intra-op and inter-op threads, up to {MAX_THREADS}; 0 "
+                        "(default) lets TensorFlow choose. Use 1 when several workers share "
+                        "a machine")
+    p.add_argument("--collective-timeout", default=60.0, metavar="SECONDS",
+                   type=_number(f"a number of seconds from 0 to {MAX_COLLECTIVE_TIMEOUT}",
+                                0, True, MAX_COLLECTIVE_TIMEOUT),
                    help="fail a collective operation that waits longer than this for a "
-                        "peer, e.g. a frozen one (default 60; 0 waits forever). Keep it "
-                        "above the longest lag between workers, such as start-up tracing")
+                        f"peer, e.g. a frozen one (default 60; 0 waits forever; at most "
+                        f"{MAX_COLLECTIVE_TIMEOUT}). Keep it above the longest lag between "
+                        "workers, such as start-up tracing")
     p.add_argument("--backup-dir", metavar="DIR",
                    help="back up at every epoch end; a restarted job resumes after the "
                         "last finished epoch. All workers must share this directory")
@@ -133,32 +138,46 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _positive_int(s: str) -> int:
-    v = int(s)
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {s}")
-    return v
+MAX_SEED = 2**32 - 1  # NumPy's legacy seeding takes 0 .. 2**32 - 1
+MAX_THREADS = 4096
+MAX_COLLECTIVE_TIMEOUT = 1_000_000  # seconds; TensorFlow takes the barrier timeout in int64 ms
 
 
-def _non_negative_int(s: str) -> int:
-    v = int(s)
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {s}")
-    return v
+# argparse types: each error reads "argument --epochs: must be ..., got 'abc'".
 
 
-def _positive_float(s: str) -> float:
-    v = float(s)
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {s}")
-    return v
+def _whole(low: int, high: int | None = None):
+    """A whole number (ASCII digits) from `low` (to `high`)."""
+    if high is None:
+        what = f"a whole number of at least {low}"
+    else:
+        what = f"a whole number from {low} to {high}"
+
+    def parse(text: str) -> int:
+        word = text.strip()
+        digits = word[1:] if word[:1] == "-" else word
+        value = int(word) if digits.isascii() and digits.isdigit() else None
+        if value is None or value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
+        return value
+
+    return parse
 
 
-def _non_negative_float(s: str) -> float:
-    v = float(s)
-    if not v >= 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {s}")
-    return v
+def _number(what: str, low: float, allow_low: bool, high: float | None = None):
+    """A finite number above `low` (or equal to it, if `allow_low`), at most `high`."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        ok = math.isfinite(value) and (value >= low if allow_low else value > low)
+        if not ok or (high is not None and value > high) or "_" in text:
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
+        return value
+
+    return parse
 
 
 # Import name -> name of the package that provides it.

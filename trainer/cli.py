@@ -3,8 +3,9 @@
 This module does not import TensorFlow. It parses the options, reads
 TF_CONFIG, loads and checks the data, and only then imports the training code.
 
-Exit codes: 0 training finished; 1 training failed; 2 bad options, bad
-TF_CONFIG, missing or malformed data, or TensorFlow / tf-keras not installed;
+Exit codes: 0 training finished; 1 training failed, or its model or result
+could not be written; 2 bad options, bad TF_CONFIG, missing or malformed data,
+an output path that cannot be written, or TensorFlow / tf-keras not installed;
 3 the cluster broke up (a peer was lost or a collective timed out), so the
 job can be restarted, resuming from --backup-dir if given.
 """
@@ -16,6 +17,7 @@ import json
 import math
 import os
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 
@@ -92,8 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
             "runs as a single process."
         ),
         epilog=(
-            "Exit codes: 0 finished; 1 training failed; 2 bad options, TF_CONFIG or "
-            "data, or TensorFlow missing; 3 lost peer or collective timeout "
+            "Exit codes: 0 finished; 1 training failed, or the model or result could "
+            "not be written; 2 bad options, TF_CONFIG, data or output path, or "
+            "TensorFlow missing; 3 lost peer or collective timeout "
             "(restart to resume from --backup-dir)."
         ),
     )
@@ -180,6 +183,42 @@ def _number(what: str, low: float, allow_low: bool, high: float | None = None):
     return parse
 
 
+def _check_writable_dir(option: str, path: str, directory: str) -> None:
+    """Raise ConfigError unless files can be written in `directory`, or it can be created:
+    a bad output path must stop the trainer now, not after the training."""
+    directory = os.path.abspath(directory)
+    existing = directory
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ConfigError(f"{option} {path}: {existing} is not a directory")
+    try:
+        fd, probe = tempfile.mkstemp(dir=existing, prefix=".trainer-check-")
+    except OSError as e:
+        reason = e.strerror or str(e)
+        if existing == directory:
+            raise ConfigError(f"{option} {path}: cannot write in {directory}: {reason}") from None
+        raise ConfigError(
+            f"{option} {path}: {directory} does not exist and cannot be created in "
+            f"{existing}: {reason}"
+        ) from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def check_output_paths(args: argparse.Namespace, cluster: ClusterInfo) -> None:
+    """Every worker writes its --result-file and into --backup-dir; the chief alone keeps
+    the model in --model-dir (the others save to a temporary directory)."""
+    if args.result_file:
+        if os.path.isdir(args.result_file):
+            raise ConfigError(f"--result-file {args.result_file} is a directory, not a file")
+        _check_writable_dir("--result-file", args.result_file, os.path.dirname(os.path.abspath(args.result_file)))
+    if args.backup_dir:
+        _check_writable_dir("--backup-dir", args.backup_dir, args.backup_dir)
+    if args.model_dir and cluster.is_chief:
+        _check_writable_dir("--model-dir", args.model_dir, args.model_dir)
+
+
 # Import name -> name of the package that provides it.
 _PACKAGES = {"sklearn": "scikit-learn", "tf_keras": "tf-keras"}
 
@@ -215,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         if args.data_dir and args.dataset != "cifar10":
             raise ConfigError("--data-dir is only used with --dataset cifar10")
+        check_output_paths(args, cluster)
         from trainer import data
 
         dataset = data.load(args.dataset, args.data_dir, args.seed)

@@ -59,6 +59,10 @@ def exit_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, stop)
 
 
+class OutputError(Exception):
+    """The model or the result file could not be written after the training."""
+
+
 def run(args, cluster: ClusterInfo, dataset, start_time: float) -> int:
     try:
         strategy = create_strategy(args.threads, args.collective_timeout)
@@ -66,6 +70,8 @@ def run(args, cluster: ClusterInfo, dataset, start_time: float) -> int:
         result = train(strategy, args, cluster, dataset, start_time)
     except ConfigError as e:
         return _fail(f"trainer: {e}", EXIT_CONFIG)
+    except OutputError as e:
+        return _fail(f"trainer: {e}", EXIT_FAILED)
     except CLUSTER_ERRORS as e:
         return _fail(f"trainer: lost the cluster: {_describe(e)}", EXIT_CLUSTER)
     except tf.errors.OpError as e:
@@ -127,7 +133,14 @@ def train(strategy, args, cluster: ClusterInfo, dataset, start_time: float) -> d
     weights = model.get_weights()
     digest = weights_sha256(weights)
     if args.model_dir:
-        save_model(model, args.model_dir, cluster.is_chief)
+        try:
+            save_model(model, args.model_dir, cluster.is_chief)
+        except CLUSTER_ERRORS:
+            raise
+        except OSError as e:
+            raise OutputError(f"cannot save the model in {args.model_dir}: {e.strerror or e}") from None
+        except tf.errors.OpError as e:
+            raise OutputError(f"cannot save the model in {args.model_dir}: {_describe(e)}") from None
     test_accuracy = evaluate(args.model, dataset, weights)
     wait_for_all(cluster, "trainer-finished", args.collective_timeout)
 
@@ -160,7 +173,10 @@ def train(strategy, args, cluster: ClusterInfo, dataset, start_time: float) -> d
         },
     }
     if args.result_file:
-        write_json(args.result_file, result)
+        try:
+            write_json(args.result_file, result)
+        except OSError as e:
+            raise OutputError(f"cannot write --result-file {args.result_file}: {e.strerror or e}") from None
     return result
 
 
@@ -279,10 +295,17 @@ def write_json(path: str, obj: dict) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".result-")
-    with os.fdopen(fd, "w") as f:
-        json.dump(obj, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(obj, f, indent=2)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def _float_or_none(v):

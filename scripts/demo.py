@@ -32,6 +32,16 @@ def stream(prefix: str, pipe, sink: list[str]) -> None:
             print(f"{prefix} {line}", flush=True)
 
 
+def shell_code(code: int) -> int:
+    """A Popen return code as a shell shows it: -N (died of signal N) is 128+N."""
+    return 128 - code if code < 0 else code
+
+
+def exit_status(codes: list[int]) -> int:
+    """0 when every peer succeeded, else the highest of their shell-style codes."""
+    return max((shell_code(c) for c in codes), default=1)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--peers", type=int, default=2, help="number of workers (default 2)")
@@ -61,11 +71,11 @@ def main() -> int:
         peers.append((address, proc, lines, reader, result))
 
     try:
-        codes = [proc.wait() for _, proc, _, _, _ in peers]
+        codes = [shell_code(proc.wait()) for _, proc, _, _, _ in peers]
     except KeyboardInterrupt:
         for _, proc, _, _, _ in peers:
             proc.terminate()
-        codes = [proc.wait() for _, proc, _, _, _ in peers]
+        codes = [shell_code(proc.wait()) for _, proc, _, _, _ in peers]
     for _, _, _, reader, _ in peers:
         reader.join(timeout=5)
 
@@ -87,7 +97,7 @@ def main() -> int:
         same = "identical on every worker" if len(weights) == 1 else "DIFFERENT between workers"
         print(f"final weights: {same}")
         print("worker 0 is the peer with the lowest address, 127.0.0.2")
-    return max(codes, default=1)
+    return exit_status(codes)
 
 
 if __name__ == "__main__":

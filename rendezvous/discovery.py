@@ -17,6 +17,7 @@ from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZerocon
 
 from .core.advert import SERVICE_TYPE, Advert, InvalidAdvert, decode_advert
 from .core.peer import IPAddress
+from .errors import AddressError
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,10 @@ class Discovery:
 
     async def start(self) -> None:
         version = IPVersion.V4Only if self._address.version == 4 else IPVersion.V6Only
-        self._zc = AsyncZeroconf(interfaces=[str(self._address)], ip_version=version)
+        try:
+            self._zc = AsyncZeroconf(interfaces=[str(self._address)], ip_version=version)
+        except OSError as exc:
+            raise AddressError(f"cannot use {self._address} for mDNS: {exc.strerror or exc}") from None
         if self._advert is not None:
             self._info = self._service_info(self._advert)
             # Instance names are random node ids, so name probing (~1.2 s) buys nothing.
@@ -129,11 +133,17 @@ class Discovery:
             if self._advert is not None and node_id == self._advert.node_id:
                 continue
             if change is ServiceStateChange.Removed:
-                self._on_event(Gone(node_id))
+                self._deliver(Gone(node_id))
                 continue
             advert = await self._resolve(name)
             if advert is not None:
-                self._on_event(Seen(advert))
+                self._deliver(Seen(advert))
+
+    def _deliver(self, event: DiscoveryEvent) -> None:
+        try:
+            self._on_event(event)
+        except Exception:  # a failing consumer must not end discovery for good
+            log.exception("handling %s failed", event)
 
     async def _resolve(self, name: str) -> Optional[Advert]:
         assert self._zc is not None

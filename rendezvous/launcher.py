@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Mapping, Optional, Sequence
 
-from .errors import ConfigError, LaunchError
+from .errors import AddressError, LaunchError
 from .notify import NOTIFY_VARIABLES
 
 log = logging.getLogger(__name__)
@@ -34,11 +34,16 @@ class PortReservation:
     def __init__(self, port: int = 0, ipv6: bool = False) -> None:
         family = socket.AF_INET6 if ipv6 else socket.AF_INET
         self._socket: Optional[socket.socket] = socket.socket(family, socket.SOCK_STREAM)
+        if port:
+            # A fixed port left in TIME_WAIT by the previous run is free for TensorFlow,
+            # which binds with SO_REUSEADDR; a port some process listens on is still refused.
+            # (Not for port 0: two reservations could then be handed the same port.)
+            self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             self._socket.bind(("::" if ipv6 else "0.0.0.0", port))
         except OSError as exc:
             self._socket.close()
-            raise ConfigError(f"--tf-port {port} is not free on this machine: {exc.strerror}") from None
+            raise AddressError(f"--tf-port {port} is not free on this machine: {exc.strerror}") from None
         self.port: int = self._socket.getsockname()[1]
 
     def release(self) -> None:
@@ -62,7 +67,11 @@ _GATE = (
     "if len(data) != 8: sys.exit(125)\n"
     "delay = struct.unpack('!d', data)[0] - time.time()\n"
     "if delay > 0: time.sleep(delay)\n"
-    "os.execvp(sys.argv[3], sys.argv[3:])\n"
+    "try:\n"
+    "    os.execvp(sys.argv[3], sys.argv[3:])\n"
+    "except OSError as error:\n"
+    "    print(f'rendezvous: cannot run {sys.argv[3]!r}: {error.strerror}', file=sys.stderr)\n"
+    "    os._exit(127 if isinstance(error, FileNotFoundError) else 126)\n"
 )
 
 
@@ -83,6 +92,8 @@ def check_command(command: Sequence[str]) -> str:
     program = command[0]
     if os.sep in program:
         path = program
+        if os.path.isdir(path):
+            raise LaunchError(f"command is a directory: {program!r}")
         if not os.path.isfile(path):
             raise LaunchError(f"command not found: {program!r}")
     else:

@@ -11,12 +11,13 @@ same snapshot answers the Status RPC.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 import secrets
 import signal
 import time
-from typing import Awaitable, Optional, TypeVar
+from typing import Awaitable, Callable, Optional, TypeVar
 
 from . import runtime
 from .address import choose_address
@@ -50,7 +51,14 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 ADVERTISE_RUNNING_DELAY = 0.5
-UNREACHABLE_WARNING_AFTER = 5.0
+
+# SIGHUP too: a closed terminal or ssh session must not orphan the command, which runs in
+# a process group of its own and so gets no SIGHUP from the terminal.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# Failing to reach the coordinator this long makes it a suspect, left out of the election
+# for SUSPECT_FOR seconds.
+SUSPECT_AFTER = 3.0
+SUSPECT_FOR = 30.0
 
 
 class _Stopped(Exception):
@@ -112,13 +120,13 @@ class Node:
     async def run(self) -> int:
         """Rendezvous, run the command, and return its exit code."""
         loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        for signum in STOP_SIGNALS:
             loop.add_signal_handler(signum, self._on_signal, signum)
         try:
             return await self._run()
         finally:
             self.reporter.close()
-            for signum in (signal.SIGINT, signal.SIGTERM):
+            for signum in STOP_SIGNALS:
                 loop.remove_signal_handler(signum)
 
     def _on_signal(self, signum: int) -> None:
@@ -186,18 +194,18 @@ class Node:
             return code
         finally:
             self._report_stopping()
-            reservation.release()
-            await self.launcher.stop(config.stop_grace)
-            if session is not None:
-                await session.close()
             for task in self._tasks:
                 task.cancel()
-            runtime.unregister(registered)
-            if health is not None:
-                await health.enter_graceful_shutdown()
-            await server.stop(grace=0.5)
-            if self._discovery is not None:
-                await self._discovery.close()
+            discovery = self._discovery
+            await _run_all(
+                ("release the TF port", reservation.release),
+                ("stop the command", lambda: self.launcher.stop(config.stop_grace)),
+                ("close the Join stream", session.close if session else None),
+                ("remove the runtime file", lambda: runtime.unregister(registered)),
+                ("stop the health service", health.enter_graceful_shutdown if health else None),
+                ("stop the gRPC server", lambda: server.stop(grace=0.5)),
+                ("say goodbye over mDNS", discovery.close if discovery else None),
+            )
 
     async def _until_stopped(self, awaitable: Awaitable[T], timeout: Optional[float] = None) -> T:
         """Await `awaitable` unless a stop signal or the timeout comes first."""
@@ -229,11 +237,14 @@ class Node:
 
     def _on_discovery(self, event: DiscoveryEvent) -> None:
         if isinstance(event, Seen):
-            self._view = self.view.seen(event.advert)
+            self._update_view(self.view.seen(event.advert))
         elif isinstance(event, Gone):
-            self._view = self.view.gone(event.node_id)
+            self._update_view(self.view.gone(event.node_id))
+
+    def _update_view(self, view: PeerView) -> None:
+        self._view = view
         assert self._service is not None
-        self._service.follow(self.view.target())
+        self._service.follow(view.target())
         self._report()
         self._view_changed.set()
 
@@ -270,8 +281,9 @@ class Node:
 
     async def _join_until_released(self, me: Peer) -> tuple[Membership, JoinSession]:
         """Join the coordinator this node believes in, following the view, until released."""
-        unreachable: Optional[tuple[str, float]] = None  # endpoint, since when
+        unreachable: Optional[tuple[str, float]] = None  # endpoint, failing since when
         while True:
+            self._view_changed.clear()  # the target is recomputed now: older changes are seen
             self._raise_on_conflicts()
             target = self.view.target()
             session = JoinSession(target.endpoint, me, self.config.job, 1, self.config.expect)
@@ -279,7 +291,7 @@ class Node:
                 membership = await self._follow(session, target, me)
             except SessionLost as exc:
                 log.debug("lost the coordinator %s: %s", target.endpoint, exc)
-                unreachable = self._still_unreachable(unreachable, target, time.monotonic())
+                unreachable = self._note_unreachable(unreachable, target, time.monotonic())
                 membership = None
             except BaseException:
                 await session.close()
@@ -289,25 +301,31 @@ class Node:
             await session.close()
             await self._view_change_or(self.config.retry_interval)
 
-    def _still_unreachable(
+    def _note_unreachable(
         self, unreachable: Optional[tuple[str, float]], target: Target, now: float
-    ) -> tuple[str, float]:
-        """Say so, once, when the coordinator cannot be reached for a while.
+    ) -> Optional[tuple[str, float]]:
+        """After SUSPECT_AFTER seconds of failing to reach the coordinator, elect without it.
 
-        A node killed without a goodbye stays in everyone's mDNS cache for many minutes,
-        so its peers keep electing it; this makes the wait visible instead of silent.
+        A node killed without a goodbye stays in everyone's mDNS cache for many minutes;
+        electing it all that time would block the job, and its restarted self too. The
+        suspicion lapses after SUSPECT_FOR seconds, or when the peer announces itself again.
         """
         if unreachable is None or unreachable[0] != target.endpoint:
             return (target.endpoint, now)
         endpoint, since = unreachable
-        if since <= now - UNREACHABLE_WARNING_AFTER:
-            who = target.peer.describe() if target.peer else endpoint
-            log.warning(
-                "cannot reach the coordinator %s at %s for %.0f s: it may have stopped without "
-                "a goodbye; still trying (--timeout gives up)", who, endpoint, now - since,
-            )
-            return (endpoint, float("inf"))  # warned: not again for this endpoint
-        return unreachable
+        peer = target.peer
+        if now - since < SUSPECT_AFTER or peer is None or peer.node_id == self.node_id:
+            return unreachable
+        log.warning(
+            "cannot reach the coordinator %s at %s for %.0f s: it may have stopped without a "
+            "goodbye; electing without it for %.0f s", peer.describe(), endpoint, now - since, SUSPECT_FOR,
+        )
+        self._update_view(self.view.suspect(peer.node_id))
+        asyncio.get_running_loop().call_later(SUSPECT_FOR, self._trust, peer.node_id)
+        return None
+
+    def _trust(self, node_id: str) -> None:
+        self._update_view(self.view.trust(node_id))
 
     async def _view_change_or(self, seconds: float) -> None:
         try:
@@ -391,6 +409,20 @@ class Node:
         self._membership = membership
         self._enter(Phase.FROZEN)
         await session.ready(membership.digest)
+
+
+async def _run_all(*steps: tuple[str, Optional[Callable[[], object]]]) -> None:
+    """Run every shutdown step in order, even after one fails: whatever broke before, the
+    command must be stopped and the goodbye must go out."""
+    for name, step in steps:
+        if step is None:
+            continue
+        try:
+            result = step()
+            if inspect.isawaitable(result):
+                await result
+        except Exception:
+            log.warning("could not %s", name, exc_info=True)
 
 
 async def run_node(config: JoinConfig, reporter: Optional[Reporter] = None) -> int:

@@ -367,11 +367,8 @@ peers = st.builds(
     Peer, node_id=node_ids, address=st.one_of(st.ip_addresses(v=4), st.ip_addresses(v=6)), port=ports, tf_port=ports
 )
 jobs = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", fullmatch=True)
-coordinators = st.one_of(
-    st.none(),
-    st.builds(lambda p: p.endpoint, peers),
-    st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=40),
-)
+# only numeric endpoints are valid; other text is refused (test above)
+coordinators = st.one_of(st.none(), st.builds(lambda p: p.endpoint, peers))
 adverts = st.builds(
     Advert,
     peer=peers,
@@ -397,3 +394,16 @@ def test_txt_values_are_short_ascii_strings(advert):
         assert key.isascii() and value.isascii()
         # a DNS-SD TXT entry is at most 255 bytes including "key="
         assert len(key) + 1 + len(value) <= 255
+
+
+@pytest.mark.parametrize(
+    "coord", ["evil.example.com:80", "10.0.0.1", "10.0.0.1:0", "10.0.0.1:99999", "[10.0.0.1]:80", "::1:80", "", "10.0.0.1:8x"]
+)
+def test_a_coordinator_endpoint_that_is_not_numeric_is_an_invalid_advert(coord):
+    with pytest.raises(InvalidAdvert, match="coord"):
+        decode_advert(txt(phase="running", coord=coord), ["10.0.0.9"], 7000)
+
+
+@pytest.mark.parametrize("coord", ["10.0.0.1:7000", "[fe80::1]:7000"])
+def test_numeric_coordinator_endpoints_are_accepted(coord):
+    assert decode_advert(txt(phase="running", coord=coord), ["10.0.0.9"], 7000).coordinator == coord

@@ -295,3 +295,39 @@ def test_missing_summary_alone():
 def test_missing_summary_never_goes_negative():
     extra = advert("10.0.0.200", "dddddddd")
     assert view(LOW, HIGH, extra).missing_summary().endswith("; 0 never appeared")
+
+
+# --------------------------------------------------------------------------
+# unreachable peers are left out of the election
+# --------------------------------------------------------------------------
+
+
+def test_a_suspected_coordinator_is_skipped():
+    v = view(LOW, HIGH).suspect(LOW.node_id)
+    assert v.target() == Target(ME.peer.endpoint, ME.peer)
+    assert v.peers == sorted([ME.peer, LOW.peer, HIGH.peer]), "still seen, only not elected"
+    assert "[unreachable]" in v.progress() and "10.0.0.10 (aaaaaaaa) [coordinator]" in v.progress()
+
+
+def test_trust_and_a_new_advert_make_it_a_candidate_again():
+    suspected = view(LOW).suspect(LOW.node_id)
+    assert suspected.trust(LOW.node_id).target().peer == LOW.peer
+    assert suspected.seen(LOW).target().peer == LOW.peer
+
+
+def test_this_node_and_unknown_nodes_are_never_suspected():
+    v = view(LOW)
+    assert v.suspect(ME.node_id).target().peer == LOW.peer
+    assert v.suspect("dddddddd").unreachable == frozenset()
+
+
+def test_gone_forgets_the_suspicion():
+    v = view(LOW).suspect(LOW.node_id).gone(LOW.node_id)
+    assert v.unreachable == frozenset()
+
+
+def test_expect_conflict_message_names_both_values_without_nested_parentheses():
+    other = advert("10.0.0.9", "bbbbbbbb", expect=2)
+    [message] = view(other).conflicts()
+    assert "--expect 2" in message and "--expect 3" in message
+    assert "((" not in message and "))" not in message

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from rendezvous.errors import ConfigError, LaunchError
+from rendezvous.errors import AddressError, LaunchError
 from rendezvous.launcher import Launcher, PortReservation, check_command, exit_code_of
 
 STAMP = [sys.executable, "-c", "import sys, time; open(sys.argv[1], 'w').write(repr(time.time()))"]
@@ -38,6 +38,8 @@ def test_check_command(tmp_path):
         check_command(["/nonexistent/x"])
     with pytest.raises(LaunchError, match="not executable"):
         check_command([str(plain)])
+    with pytest.raises(LaunchError, match="directory"):
+        check_command([str(tmp_path)])
 
 
 def test_armed_command_starts_at_the_given_time(tmp_path):
@@ -112,7 +114,7 @@ def test_stop_terminates_the_whole_process_group(tmp_path):
 def test_port_reservation_holds_the_port_on_all_interfaces():
     reservation = PortReservation()
     port = reservation.port
-    with pytest.raises(ConfigError, match=str(port)):
+    with pytest.raises(AddressError, match=str(port)):
         PortReservation(port)
     probe = socket.socket()
     with pytest.raises(OSError):
@@ -120,3 +122,36 @@ def test_port_reservation_holds_the_port_on_all_interfaces():
     probe.close()
     reservation.release()
     PortReservation(port).release()
+
+
+def test_a_fixed_port_in_time_wait_can_be_reserved_but_not_a_listening_one():
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    accepted, _ = listener.accept()
+    accepted.close()  # the side that closes first keeps the port in TIME_WAIT
+    time.sleep(0.05)
+    client.close()
+    with pytest.raises(AddressError, match=str(port)):
+        PortReservation(port)  # still listening
+    listener.close()
+    PortReservation(port).release()  # only TIME_WAIT is left: the next run may take it
+
+
+def test_a_command_the_kernel_cannot_run_exits_126_with_one_line(tmp_path, capfd):
+    script = tmp_path / "train"
+    script.write_text("no shebang here\n")
+    script.chmod(0o755)
+
+    async def scenario():
+        launcher = Launcher()
+        await launcher.arm([str(script)], {})
+        launcher.fire(time.time())
+        return await launcher.wait()
+
+    assert run(scenario()) == 126
+    err = capfd.readouterr().err
+    assert str(script) in err and "Traceback" not in err

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Mapping, Optional, Sequence
 
-from .peer import IPAddress, Peer, parse_address
+from .peer import IPAddress, Peer, parse_address, parse_endpoint
 
 SERVICE_TYPE = "_tfrendezvous._tcp.local."
 PROTOCOL_VERSION = 1
@@ -135,6 +135,11 @@ def decode_advert(
     except ValueError:
         raise InvalidAdvert(f"unknown phase {props.get(b'phase')!r}") from None
     coordinator = _text(props, "coord") if b"coord" in props else None
+    if coordinator is not None:
+        try:
+            parse_endpoint(coordinator)  # numeric only: nothing may send us to DNS
+        except ValueError as exc:
+            raise InvalidAdvert(f"TXT key 'coord': {exc}") from None
     if not addresses:
         raise InvalidAdvert("no address")
     try:

@@ -21,6 +21,23 @@ def parse_address(text: str) -> IPAddress:
         raise ValueError(f"not a numeric IP address: {text!r}") from None
 
 
+def parse_endpoint(text: str) -> tuple[IPAddress, int]:
+    """Parse `a.b.c.d:port` or `[v6]:port`; host names are refused like in parse_address."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or len(port) > 5:
+        raise ValueError(f"not an address:port endpoint: {text!r}")
+    if host.startswith("[") and host.endswith("]"):
+        address = parse_address(host[1:-1])
+        if address.version != 6:
+            raise ValueError(f"brackets around an IPv4 address: {text!r}")
+    else:
+        address = parse_address(host)
+        if address.version != 4:
+            raise ValueError(f"an IPv6 endpoint needs brackets: {text!r}")
+    _check_port("port", int(port))
+    return address, int(port)
+
+
 def _check_port(name: str, value: int) -> None:
     if not 0 < value < 65536:
         raise ValueError(f"{name} must be in 1..65535, got {value!r}")

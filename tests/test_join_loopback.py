@@ -128,12 +128,14 @@ def _wait_gone(pid: int, timeout: float = 10) -> bool:
     return False
 
 
-def test_sigterm_stops_the_command_and_returns_its_status(tmp_path, job):
+# SIGHUP: a closed terminal must not leave the command (in its own process group) orphaned
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_stops_the_command_and_returns_its_status(tmp_path, job, signum):
     out, [peer] = run_peers(tmp_path, job, ["127.0.0.2"], record_args=["--sleep", "60"])
     [rec] = wait_for_records(out, 1)
     assert rec["pgid"] == rec["pid"], "the command must lead its own process group"
     assert rec["pgid"] != os.getpgid(peer.proc.pid)
-    peer.proc.send_signal(signal.SIGTERM)
+    peer.proc.send_signal(signum)
     assert peer.wait(timeout=15) == 128 + signal.SIGTERM, peer.log
     assert _wait_gone(rec["pid"]), "the command survived SIGTERM to rendezvous"
 

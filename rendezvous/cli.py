@@ -32,6 +32,8 @@ from .settings import (
     build_settings,
     from_cli,
     load_settings,
+    parse_seconds,
+    parse_whole,
     resolve_command,  # noqa: F401  (part of the CLI module's surface)
 )
 
@@ -79,12 +81,19 @@ exit status:
 """
 
 
+# The same text forms as in RENDEZVOUS_* variables; the range is checked with the value.
 def _seconds(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    value = parse_seconds(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}")
+    return value
 
+
+def _whole(text: str) -> int:
+    value = parse_whole(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
+    return value
 
 
 def _output_options() -> argparse.ArgumentParser:
@@ -126,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
         usage="rendezvous join --expect N [options] [-- COMMAND [ARG ...]]",
     )
     # Defaults are None, meaning "not given": the environment or the config file may set it.
-    join.add_argument("--expect", type=int, metavar="N",
+    join.add_argument("--expect", type=_whole, metavar="N",
                       help="number of peers in the job, this one included (the same on every peer; "
                            "required here, in RENDEZVOUS_EXPECT or in the config file)")
     join.add_argument("--job", metavar="NAME",
@@ -136,9 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
                            f"{DEFAULT_CONFIG_FILE} if it exists)")
     where = join.add_argument_group("network")
     _add_address_options(where, "advertise and listen")
-    where.add_argument("--port", type=int, metavar="PORT",
+    where.add_argument("--port", type=_whole, metavar="PORT",
                        help="port of this node's rendezvous gRPC server (default: any free port)")
-    where.add_argument("--tf-port", type=int, metavar="PORT",
+    where.add_argument("--tf-port", type=_whole, metavar="PORT",
                        help="port for this node's TensorFlow worker (default: a free port, "
                             "checked on all interfaces as TensorFlow listens on all of them)")
     timing = join.add_argument_group("timing")

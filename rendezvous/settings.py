@@ -9,6 +9,7 @@ but `read_config_file`.
 
 from __future__ import annotations
 
+import re
 import shlex
 import tomllib
 from dataclasses import dataclass
@@ -27,6 +28,10 @@ OPTIONS = JOIN_OPTIONS + LOG_OPTIONS
 
 _WHOLE = frozenset({"expect", "port", "tf_port", "verbose"})
 _SECONDS = frozenset({"timeout", "stop_grace"})
+# Text forms of numbers, in variables and on the command line: ASCII only, no '_' (int() and
+# float() would take '1_0' as 10, and other scripts' digits), no exponent, no inf or nan.
+_WHOLE_TEXT = re.compile(r"[0-9]+")
+_SECONDS_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
@@ -72,18 +77,26 @@ def from_cli(args: Mapping[str, object], command: Sequence[str]) -> dict[str, Va
     return values
 
 
+def parse_whole(text: str) -> Optional[int]:
+    """`42` -> 42; None unless the text is ASCII digits (around them, spaces)."""
+    word = text.strip()
+    return int(word) if _WHOLE_TEXT.fullmatch(word) else None
+
+
+def parse_seconds(text: str) -> Optional[float]:
+    """`2.5`, `-1`, `.5` -> a float; None unless the text is a plain decimal number."""
+    word = text.strip()
+    return float(word) if _SECONDS_TEXT.fullmatch(word) else None
+
+
 def _whole(text: str) -> object:
-    try:
-        return int(text.strip(), 10)
-    except ValueError:
-        return text  # left as text: the option's check then names it
+    value = parse_whole(text)
+    return text if value is None else value  # left as text: the option's check then names it
 
 
 def _seconds(text: str) -> object:
-    try:
-        return float(text)
-    except ValueError:
-        return text
+    value = parse_seconds(text)
+    return text if value is None else value
 
 
 def _flag(text: str) -> object:

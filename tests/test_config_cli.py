@@ -288,6 +288,27 @@ def test_bad_option_exits_2_naming_the_value(args, needle):
     assert result.stdout == ""
 
 
+# Numbers are ASCII digits (seconds: plain decimals), as in RENDEZVOUS_* variables: int() and
+# float() would take '1_0' as 10. On loopback with a short timeout, in case one got through.
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--expect", "1_0"], "argument --expect: not a whole number: '1_0'"),
+        (["--expect", "\u0663"], "not a whole number: '\u0663'"),
+        (["--expect", "+2"], "not a whole number: '+2'"),
+        (["--expect", "2", "--port", "7_000"], "argument --port: not a whole number: '7_000'"),
+        (["--expect", "2", "--tf-port", "0x2328"], "argument --tf-port: not a whole number: '0x2328'"),
+        (["--expect", "2", "--stop-grace", "1_0"], "argument --stop-grace: not a number of seconds: '1_0'"),
+        (["--expect", "2", "--stop-grace", "1e1"], "not a number of seconds: '1e1'"),
+    ],
+)
+def test_numbers_must_be_plain_digits(args, needle):
+    result = rendezvous("join", "--address", "127.0.0.1", "--timeout", "3", *args)
+    assert result.returncode == 2, result
+    assert needle in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 @pytest.mark.parametrize(
     "args, option",
     [

@@ -138,6 +138,24 @@ def test_other_rendezvous_variables_are_not_options():
     assert from_environ(environ) == {}
 
 
+@pytest.mark.parametrize(
+    "variable, text, value",
+    [
+        ("RENDEZVOUS_EXPECT", "3", 3),
+        ("RENDEZVOUS_EXPECT", " 3\n", 3),
+        ("RENDEZVOUS_PORT", "07000", 7000),
+        ("RENDEZVOUS_TIMEOUT", "2.5", 2.5),
+        ("RENDEZVOUS_TIMEOUT", ".5", 0.5),
+        ("RENDEZVOUS_TIMEOUT", "10.", 10.0),
+        ("RENDEZVOUS_STOP_GRACE", "0", 0.0),
+    ],
+)
+def test_numbers_from_the_environment(variable, text, value):
+    s = build_settings(from_environ({"RENDEZVOUS_EXPECT": "2", variable: text}))
+    name = variable.removeprefix("RENDEZVOUS_").lower()
+    assert getattr(s.join, name) == value
+
+
 @pytest.mark.parametrize("text, value", [("1", True), ("TRUE", True), ("yes", True), ("on", True), ("0", False), ("false", False), ("No", False), ("off", False)])
 def test_quiet_from_the_environment(text, value):
     assert settings({"expect": 1}, environ={"RENDEZVOUS_QUIET": text}).log.quiet is value
@@ -299,7 +317,19 @@ def test_bad_values_in_the_file_name_the_file_key_and_value(tmp_path, line, show
         ("RENDEZVOUS_TF_PORT", "65536", "RENDEZVOUS_TF_PORT must be from 0 (any free port) to 65535, got 65536"),
         ("RENDEZVOUS_TIMEOUT", "soon", "RENDEZVOUS_TIMEOUT must be a positive number of seconds, got 'soon'"),
         ("RENDEZVOUS_TIMEOUT", "-3", "got -3.0"),
-        ("RENDEZVOUS_STOP_GRACE", "inf", "RENDEZVOUS_STOP_GRACE must be zero or more seconds, got inf"),
+        ("RENDEZVOUS_STOP_GRACE", "inf", "RENDEZVOUS_STOP_GRACE must be zero or more seconds, got 'inf'"),
+        # Only ASCII digits make a whole number, only plain decimals a number of seconds.
+        ("RENDEZVOUS_EXPECT", "1_0", "RENDEZVOUS_EXPECT must be a whole number from 1 to 4096, got '1_0'"),
+        ("RENDEZVOUS_EXPECT", "+3", "got '+3'"),
+        ("RENDEZVOUS_EXPECT", "-3", "got '-3'"),
+        ("RENDEZVOUS_EXPECT", "\u0663", "got '\u0663'"),  # ARABIC-INDIC DIGIT THREE
+        ("RENDEZVOUS_PORT", "7_000", "RENDEZVOUS_PORT must be from 0 (any free port) to 65535, got '7_000'"),
+        ("RENDEZVOUS_TF_PORT", "0x1f90", "got '0x1f90'"),
+        ("RENDEZVOUS_VERBOSE", "0_1", "RENDEZVOUS_VERBOSE must be 0, 1 or 2, got '0_1'"),
+        ("RENDEZVOUS_TIMEOUT", "1_0", "RENDEZVOUS_TIMEOUT must be a positive number of seconds, got '1_0'"),
+        ("RENDEZVOUS_TIMEOUT", "1e3", "got '1e3'"),
+        ("RENDEZVOUS_TIMEOUT", "nan", "got 'nan'"),
+        ("RENDEZVOUS_STOP_GRACE", "1_5.0", "got '1_5.0'"),
         ("RENDEZVOUS_VERBOSE", "lots", "RENDEZVOUS_VERBOSE must be 0, 1 or 2, got 'lots'"),
         ("RENDEZVOUS_QUIET", "maybe", "RENDEZVOUS_QUIET must be true or false, got 'maybe'"),
         ("RENDEZVOUS_LOG_FORMAT", "xml", "RENDEZVOUS_LOG_FORMAT must be one of auto, plain, json, got 'xml'"),

@@ -14,7 +14,7 @@ import sys
 from typing import Optional, Sequence
 
 from . import __version__
-from .config import DEFAULT_JOB, LOG_FORMATS, JoinConfig, LogConfig
+from .config import DEFAULT_JOB, LOG_FORMATS, JoinConfig, LogConfig, check_option
 from .errors import (
     AddressError,
     ConfigError,
@@ -100,7 +100,9 @@ def _output_options() -> argparse.ArgumentParser:
     """-v, -q and --log-format, shared by every subcommand. None = not given."""
     parent = argparse.ArgumentParser(add_help=False)
     out = parent.add_argument_group("output")
-    out.add_argument("-v", "--verbose", action="count", help="more log output (-vv: also zeroconf and gRPC)")
+    out.add_argument("-v", "--verbose", action="count",
+                     help="more log output: -v debug lines, -vv also zeroconf's and gRPC's "
+                          "(at most -vv: more is an error)")
     out.add_argument("-q", "--quiet", action="store_true", default=None, help="only warnings and errors")
     out.add_argument("--log-format", choices=LOG_FORMATS,
                      help="auto (default): plain lines, plus a live progress line on a terminal; "
@@ -243,7 +245,13 @@ def _look(args: argparse.Namespace) -> int:
     from .console import setup_logging
     from .show import list_peers, show_status
 
-    log_config = LogConfig(verbose=min(args.verbose or 0, 2), quiet=bool(args.quiet), log_format=args.log_format or "auto")
+    try:
+        # The same checks as for join: -vvv is an error, not -vv.
+        log_config = LogConfig(verbose=args.verbose or 0, quiet=bool(args.quiet), log_format=args.log_format or "auto")
+        check_option("timeout", args.seconds if args.subcommand == "peers" else args.timeout,
+                     "--seconds" if args.subcommand == "peers" else "--timeout")
+    except ConfigError as exc:
+        return _report_error(exc, "plain")
     setup_logging(log_config)
     try:
         if args.subcommand == "peers":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import subprocess
 import sys
 
@@ -350,6 +351,59 @@ def test_unknown_option_exits_2():
 def test_no_subcommand_exits_2():
     result = rendezvous()
     assert result.returncode == 2
+
+
+def look(*args: str, tmp_path) -> subprocess.CompletedProcess[str]:
+    """`rendezvous peers` (on loopback) or `status` (seeing no daemon: an empty runtime dir)."""
+    return subprocess.run(
+        [sys.executable, "-m", "rendezvous", *args],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        env={**os.environ, "RENDEZVOUS_RUNTIME_DIR": str(tmp_path)},
+    )
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["peers", "--seconds", "-1"], "--seconds must be a positive number of seconds, got -1.0"),
+        (["peers", "--seconds", "0"], "--seconds must be a positive number of seconds, got 0.0"),
+        (["status", "--timeout", "-1"], "--timeout must be a positive number of seconds, got -1.0"),
+        (["status", "--timeout", "0"], "--timeout must be a positive number of seconds, got 0.0"),
+        (["peers", "-vvv"], "--verbose must be 0, 1 or 2, got 3"),
+        (["status", "-vvv"], "--verbose must be 0, 1 or 2, got 3"),
+        (["join", "--expect", "2", "--timeout", "3", "-vvv"], "--verbose must be 0, 1 or 2, got 3"),
+    ],
+)
+def test_peers_and_status_check_their_options_like_join(args, message, tmp_path):
+    if args[0] != "status":
+        args = [*args, "--address", "127.0.0.1"]
+    result = look(*args, tmp_path=tmp_path)
+    assert result.returncode == 2, result
+    assert result.stderr == f"rendezvous: error: {message}\n"
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("args", [["peers", "--seconds", "nan"], ["peers", "--seconds", "inf"], ["status", "--timeout", "soon"]])
+def test_peers_and_status_refuse_what_is_not_seconds(args, tmp_path):
+    if args[0] == "peers":
+        args = [*args, "--address", "127.0.0.1"]
+    result = look(*args, tmp_path=tmp_path)
+    assert result.returncode == 2
+    assert f"not a number of seconds: {args[2]!r}" in result.stderr
+
+
+def test_peers_and_status_take_good_values(tmp_path):
+    result = look("peers", "--address", "127.0.0.1", "--seconds", "0.2", "-vv", tmp_path=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "within 0.2s" in result.stdout
+    result = look("status", "--timeout", "0.5", "-vv", tmp_path=tmp_path)
+    assert result.returncode == 7, result.stderr  # no daemon here
+
+
+@pytest.mark.parametrize("subcommand", ["join", "peers", "status"])
+def test_help_says_verbose_stops_at_two(subcommand):
+    text = " ".join(rendezvous(subcommand, "--help").stdout.split())
+    assert "-vv also zeroconf's and gRPC's (at most -vv: more is an error)" in text
 
 
 def test_version():

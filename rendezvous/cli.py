@@ -268,14 +268,23 @@ def _look(args: argparse.Namespace) -> int:
         return 130
 
 
+def _subcommand_parser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return commands.choices[name]
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     options, command = split_command(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args = parser.parse_args(options)
+    args, unknown = parser.parse_known_args(options)
+    # Errors about a subcommand's arguments come with that subcommand's usage.
+    subparser = _subcommand_parser(parser, args.subcommand)
+    if unknown:
+        subparser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.subcommand == "join":
         return _join(args, command)
     if command:
-        parser.error(f"{args.subcommand} takes no command after --")
+        subparser.error(f"{args.subcommand} takes no command after --")
     return _look(args)
 
 

@@ -348,6 +348,28 @@ def test_unknown_option_exits_2():
     assert "--bogus" in result.stderr
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["join", "--expect", "2", "--address", "127.0.0.1", "--timeout", "3", "--bogus"],
+        ["peers", "--address", "127.0.0.1", "--seconds", "0.1", "--bogus"],
+        ["status", "--bogus"],
+    ],
+)
+def test_unknown_option_shows_the_subcommands_usage(args):
+    result = rendezvous(*args)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"usage: rendezvous {args[0]} "), result.stderr
+    assert f"rendezvous {args[0]}: error: unrecognized arguments: --bogus" in result.stderr
+
+
+def test_a_command_after_double_dash_is_for_join_only():
+    result = rendezvous("status", "--", "python", "train.py")
+    assert result.returncode == 2
+    assert result.stderr.startswith("usage: rendezvous status ")
+    assert "status takes no command after --" in result.stderr
+
+
 def test_no_subcommand_exits_2():
     result = rendezvous()
     assert result.returncode == 2

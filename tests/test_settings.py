@@ -4,6 +4,7 @@ and every error naming the option, variable or file key and the bad value."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -423,3 +424,33 @@ def test_a_whole_join_from_file_and_environment(tmp_path):
     rec = json.loads(record.read_text())
     assert rec["env"]["RENDEZVOUS_JOB"] == job
     assert rec["tf_config"]["cluster"]["worker"][0].startswith("127.0.0.2:")
+
+
+# --------------------------------------------------------------------------
+# The README's list of values is what the environment and the file accept
+# --------------------------------------------------------------------------
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def documented_values(name: str) -> list[str]:
+    """The `values` in the README's parentheses right after `name` (not options like `-v`)."""
+    text = " ".join(README.read_text().split())
+    match = re.search(re.escape(f"`{name}`") + r" \(([^)]*)\)", text)
+    assert match, f"the README lists no values for {name}"
+    return [v for v in re.findall(r"`([^`]+)`", match[1]) if not v.startswith("-")]
+
+
+@pytest.mark.parametrize("variable", ["RENDEZVOUS_VERBOSE", "RENDEZVOUS_QUIET"])
+def test_every_value_the_readme_lists_for_a_variable_is_accepted(variable):
+    values = documented_values(variable)
+    assert len(values) >= 3
+    for text in values:
+        build_settings(from_environ({"RENDEZVOUS_EXPECT": "2", variable: text}))
+
+
+def test_the_readme_lists_the_values_of_verbose_and_quiet_exactly():
+    assert documented_values("RENDEZVOUS_VERBOSE") == ["0", "1", "2"]
+    assert set(documented_values("RENDEZVOUS_QUIET")) == {"1", "0", "true", "false", "yes", "no", "on", "off"}
+    assert documented_values("verbose") == ["0", "1", "2"]
+    assert documented_values("quiet") == ["true", "false"]

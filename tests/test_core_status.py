@@ -21,6 +21,7 @@ from rendezvous.core.status import (
     status_to_dict,
 )
 from rendezvous.core.tf_config import Membership
+from rendezvous.v1 import rendezvous_pb2 as pb
 
 A = Peer("aaaaaaaaaaaa", ipaddress.ip_address("10.0.0.9"), 41234, 2222)
 B = Peer("bbbbbbbbbbbb", ipaddress.ip_address("10.0.0.10"), 38211, 2223)
@@ -139,6 +140,9 @@ def test_status_to_dict_is_json_and_complete():
         status(Phase.FROZEN),
         status(Phase.RUNNING, node=A, seen=(A, B), trainer_pid=4321, trainer_uptime=12.5),
         status(Phase.FINISHED, trainer_pid=1, trainer_uptime=99.0),
+        status(Phase.FINISHED, trainer_pid=1, trainer_uptime=99.0, exit_code=0),
+        status(Phase.FINISHED, node=A, exit_code=143),
+        status(Phase.FINISHED, exit_code=-1),
     ],
 )
 def test_status_survives_the_wire(node_status):
@@ -147,6 +151,17 @@ def test_status_survives_the_wire(node_status):
     assert message.rank == (node_status.rank if node_status.rank is not None else _wire.NO_RANK)
     back = _wire.status_from_pb(message)
     assert back == node_status
+
+
+def test_the_exit_code_crosses_the_wire_and_shows_in_text_and_json():
+    sent = _wire.status_to_pb(status(Phase.FINISHED, exit_code=0))
+    received = _wire.status_from_pb(pb.StatusResponse.FromString(sent.SerializeToString()))
+    assert received.exit_code == 0  # 0 is an exit code, not "none yet"
+    assert "  phase        finished: worker 1 of 2, exit code 0" in describe_status(received)
+    assert status_to_dict(received)["exit_code"] == 0
+    running = _wire.status_to_pb(status(Phase.RUNNING))
+    assert not running.HasField("exit_code")
+    assert _wire.status_from_pb(pb.StatusResponse.FromString(running.SerializeToString())).exit_code is None
 
 
 def test_an_invalid_status_from_the_wire_is_a_value_error():

@@ -88,6 +88,7 @@ def status_to_pb(status: NodeStatus) -> pb.StatusResponse:
         seen=peers_to_pb(status.seen),
         trainer_pid=status.trainer_pid or 0,
         trainer_uptime_seconds=status.trainer_uptime or 0.0,
+        exit_code=status.exit_code,  # None leaves it unset: 0 is a real exit code
     )
     response.self.CopyFrom(peer_to_pb(status.node))
     if coordinator is not None:
@@ -110,4 +111,5 @@ def status_from_pb(message: pb.StatusResponse) -> NodeStatus:
         membership=membership,
         trainer_pid=pid,
         trainer_uptime=message.trainer_uptime_seconds if pid else None,
+        exit_code=message.exit_code if message.HasField("exit_code") else None,
     )

@@ -164,7 +164,7 @@ class StatusRequest(_message.Message):
     def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("header", "self", "phase", "expect", "coordinator", "members", "tf_config", "rank", "seen", "trainer_pid", "trainer_uptime_seconds")
+    __slots__ = ("header", "self", "phase", "expect", "coordinator", "members", "tf_config", "rank", "seen", "trainer_pid", "trainer_uptime_seconds", "exit_code")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     SELF_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
@@ -176,6 +176,7 @@ class StatusResponse(_message.Message):
     SEEN_FIELD_NUMBER: _ClassVar[int]
     TRAINER_PID_FIELD_NUMBER: _ClassVar[int]
     TRAINER_UPTIME_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     header: Header
     self: Peer
     phase: str
@@ -187,4 +188,5 @@ class StatusResponse(_message.Message):
     seen: _containers.RepeatedCompositeFieldContainer[Peer]
     trainer_pid: int
     trainer_uptime_seconds: float
-    def __init__(self_, header: _Optional[_Union[Header, _Mapping]] = ..., self: _Optional[_Union[Peer, _Mapping]] = ..., phase: _Optional[str] = ..., expect: _Optional[int] = ..., coordinator: _Optional[_Union[Peer, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., tf_config: _Optional[str] = ..., rank: _Optional[int] = ..., seen: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., trainer_pid: _Optional[int] = ..., trainer_uptime_seconds: _Optional[float] = ...) -> None: ...
+    exit_code: int
+    def __init__(self_, header: _Optional[_Union[Header, _Mapping]] = ..., self: _Optional[_Union[Peer, _Mapping]] = ..., phase: _Optional[str] = ..., expect: _Optional[int] = ..., coordinator: _Optional[_Union[Peer, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., tf_config: _Optional[str] = ..., rank: _Optional[int] = ..., seen: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., trainer_pid: _Optional[int] = ..., trainer_uptime_seconds: _Optional[float] = ..., exit_code: _Optional[int] = ...) -> None: ...

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
+import socket
 import time
 from typing import Callable, Optional
 
@@ -182,8 +184,28 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         return self._message(rejected=pb.Rejected(reason=reason, message=message))
 
 
+def check_port_free(host: str, port: int) -> None:
+    """Raise OSError if host:port cannot be bound, found with a plain socket: gRPC would also
+    print a native error line of its own to stderr. Like gRPC's listener, the probe sets
+    SO_REUSEADDR, so a port held only by connections in TIME_WAIT counts as free."""
+    if port == 0:
+        return
+    try:
+        address = ipaddress.ip_address(host.removeprefix("[").removesuffix("]"))
+    except ValueError:
+        return  # not numeric: left to gRPC
+    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((str(address), port))
+        except OSError as exc:
+            raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
 def bind_server(host: str, port: int) -> tuple[grpc.aio.Server, int]:
     """Create a server bound to host:port (0 = any free port); return it and the bound port."""
+    check_port_free(host, port)
     server = grpc.aio.server(options=_wire.SERVER_OPTIONS)
     try:
         bound = server.add_insecure_port(f"{host}:{port}")

@@ -34,7 +34,6 @@ from .settings import (
     load_settings,
     parse_seconds,
     parse_whole,
-    resolve_command,  # noqa: F401  (part of the CLI module's surface)
 )
 
 log = logging.getLogger(__name__)
@@ -50,7 +49,7 @@ exit status:
   {AddressError.exit_code}    no usable network address / port
   {CoordinatorError.exit_code}    the coordinator aborted the round or was lost after the freeze
   {LaunchError.exit_code}  the command could not be started
-  130/143  stopped by SIGINT/SIGTERM while waiting
+  129/130/143  stopped by SIGHUP/SIGINT/SIGTERM while waiting
 """
 
 JOIN_DESCRIPTION = f"""\

@@ -15,7 +15,8 @@ import sys
 import pytest
 
 from rendezvous import __version__
-from rendezvous.cli import build_parser, config_from_args, resolve_command, split_command
+from rendezvous.cli import build_parser, config_from_args, split_command
+from rendezvous.settings import resolve_command
 from rendezvous.config import DEFAULT_JOB, JoinConfig, default_trainer_command
 from rendezvous.errors import (
     AddressError,

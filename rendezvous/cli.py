@@ -11,10 +11,10 @@ import asyncio
 import logging
 import os
 import sys
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from . import __version__
-from .config import DEFAULT_JOB, LOG_FORMATS, JoinConfig, LogConfig, check_option
+from .config import BY_NAME, LOG_OPTIONS, OPTIONS, Kind, LogConfig, Option, check_option, parse_seconds
 from .errors import (
     AddressError,
     ConfigError,
@@ -25,16 +25,7 @@ from .errors import (
     RendezvousError,
     RendezvousTimeout,
 )
-from .settings import (
-    CONFIG_VARIABLE,
-    DEFAULT_CONFIG_FILE,
-    Settings,
-    build_settings,
-    from_cli,
-    load_settings,
-    parse_seconds,
-    parse_whole,
-)
+from .settings import CONFIG_VARIABLE, DEFAULT_CONFIG_FILE, Settings, load_settings, read_text
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +39,7 @@ exit status:
        or peers disagree on --expect
   {AddressError.exit_code}    no usable network address / port
   {CoordinatorError.exit_code}    the coordinator aborted the round or was lost after the freeze
-  {LaunchError.exit_code}  the command could not be started
+  {LaunchError.exit_code}  the command could not be started (126: not executable)
   129/130/143  stopped by SIGHUP/SIGINT/SIGTERM while waiting
 """
 
@@ -61,17 +52,25 @@ RENDEZVOUS_COORDINATOR set. Run the same command on every node.
 Without COMMAND the bundled MultiWorkerMirroredStrategy trainer runs
 (`python -m trainer`); a COMMAND that starts with '-' is passed to it as options,
 e.g. `rendezvous join --expect 2 -- --epochs 5`.
-
-Every option can also come from an environment variable (RENDEZVOUS_EXPECT,
-RENDEZVOUS_JOB, RENDEZVOUS_TF_PORT, ..., RENDEZVOUS_COMMAND split like a shell line)
-and from a TOML config file: --config FILE, else ${CONFIG_VARIABLE}, else
-{DEFAULT_CONFIG_FILE} if it exists. Its keys are the option names:
-  expect = 3
-  job = "resnet"
-  tf-port = 2222
-  command = ["python", "/srv/train.py"]
-The command line wins over the environment, the environment over the file.
 """
+
+# Each group of `join --help`: what it is for, and one example.
+GROUPS = {
+    "job": "which job this node belongs to\n  e.g. rendezvous join --expect 3 --job resnet --timeout 600",
+    "network": "where this node is reached\n  e.g. rendezvous join --expect 3 --interface eth0 --tf-port 2222",
+    "launch": "the command and how it is stopped\n  e.g. rendezvous join --expect 3 --stop-grace 30 -- python train.py",
+    "output": "what is logged, and how\n  e.g. rendezvous join --expect 3 -v --log-format json",
+    "configuration": (
+        "options from the environment and a file\n"
+        "  Every option can also be a RENDEZVOUS_* variable (RENDEZVOUS_EXPECT,\n"
+        "  RENDEZVOUS_TF_PORT, ...; RENDEZVOUS_COMMAND is split like a shell line) or a key\n"
+        f"  of a TOML file: --config FILE, else ${CONFIG_VARIABLE}, else {DEFAULT_CONFIG_FILE}\n"
+        "  if it exists. The command line wins over the environment, the environment over\n"
+        "  the file.\n"
+        "  e.g. /etc/rendezvous/rendezvous.conf:  expect = 3\n"
+        '                                        command = ["python", "/srv/train.py"]'
+    ),
+}
 
 STATUS_EXIT_CODES = f"""\
 exit status:
@@ -80,7 +79,20 @@ exit status:
 """
 
 
-# The same text forms as in RENDEZVOUS_* variables; the range is checked with the value.
+def _text_type(option: Option) -> Callable[[str], object]:
+    """argparse's `type` for an option: the same text forms as its RENDEZVOUS_* variable;
+    the range is checked later with the value, naming its source."""
+    def convert(text: str) -> object:
+        value = read_text(option.kind, text)
+        if option.kind in (Kind.WHOLE, Kind.SECONDS) and isinstance(value, str):
+            what = "whole number" if option.kind is Kind.WHOLE else "number of seconds"
+            raise argparse.ArgumentTypeError(f"not a {what}: {text!r}")
+        return value
+
+    convert.__name__ = option.kind.value
+    return convert
+
+
 def _seconds(text: str) -> float:
     value = parse_seconds(text)
     if value is None:
@@ -88,33 +100,51 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _whole(text: str) -> int:
-    value = parse_whole(text)
-    if value is None:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
-    return value
+def _add_option(group: argparse._ArgumentGroup, option: Option) -> None:
+    """One option of the table as a flag. Its default is None, meaning "not given": the
+    environment or the config file may set it."""
+    flags = [option.short, option.flag] if option.short else [option.flag]
+    if option.kind is Kind.COUNT:
+        group.add_argument(*flags, dest=option.name, action="count", help=option.help)
+    elif option.kind is Kind.FLAG:
+        group.add_argument(*flags, dest=option.name, action="store_true", default=None, help=option.help)
+    else:
+        group.add_argument(*flags, dest=option.name, type=_text_type(option), metavar=option.metavar, help=option.help)
 
 
 def _output_options() -> argparse.ArgumentParser:
-    """-v, -q and --log-format, shared by every subcommand. None = not given."""
+    """-v, -q and --log-format, shared by every subcommand."""
     parent = argparse.ArgumentParser(add_help=False)
     out = parent.add_argument_group("output")
-    out.add_argument("-v", "--verbose", action="count",
-                     help="more log output: -v debug lines, -vv also zeroconf's and gRPC's "
-                          "(at most -vv: more is an error)")
-    out.add_argument("-q", "--quiet", action="store_true", default=None, help="only warnings and errors")
-    out.add_argument("--log-format", choices=LOG_FORMATS,
-                     help="auto (default): plain lines, plus a live progress line on a terminal; "
-                          "plain: plain single lines only; json: one JSON object per line")
+    for name in LOG_OPTIONS:
+        _add_option(out, BY_NAME[name])
     return parent
 
 
-def _add_address_options(group: argparse._ArgumentGroup, verb: str) -> None:
-    group.add_argument("--address", metavar="IP",
-                       help=f"{verb} on this local IP (default: the address of the "
-                            "interface that carries the default route)")
-    group.add_argument("--interface", metavar="NAME",
-                       help=f"{verb} on the address of this interface, e.g. eth0")
+def _add_address_options(group: argparse._ArgumentGroup) -> None:
+    for name in ("address", "interface"):
+        option = BY_NAME[name]
+        group.add_argument(option.flag, metavar=option.metavar, help=option.help.replace("advertise and listen", "listen"))
+
+
+def _join_parser(commands: argparse._SubParsersAction) -> None:
+    join = commands.add_parser(
+        "join",
+        help="rendezvous with the peers of a job, then run a command on all of them at once",
+        description=JOIN_DESCRIPTION,
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="rendezvous join --expect N [options] [-- COMMAND [ARG ...]]",
+    )
+    groups = {name: join.add_argument_group(name, about) for name, about in GROUPS.items()}
+    for option in OPTIONS:
+        if option.kind is not Kind.COMMAND:
+            _add_option(groups[option.group], option)
+    groups["configuration"].add_argument(
+        "--config", metavar="FILE",
+        help=f"read options from this TOML file (default: ${CONFIG_VARIABLE}, else "
+             f"{DEFAULT_CONFIG_FILE} if it exists)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -125,39 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
     output = _output_options()
-
-    join = commands.add_parser(
-        "join",
-        parents=[output],
-        help="rendezvous with the peers of a job, then run a command on all of them at once",
-        description=JOIN_DESCRIPTION,
-        epilog=EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        usage="rendezvous join --expect N [options] [-- COMMAND [ARG ...]]",
-    )
-    # Defaults are None, meaning "not given": the environment or the config file may set it.
-    join.add_argument("--expect", type=_whole, metavar="N",
-                      help="number of peers in the job, this one included (the same on every peer; "
-                           "required here, in RENDEZVOUS_EXPECT or in the config file)")
-    join.add_argument("--job", metavar="NAME",
-                      help=f"job name; peers of other jobs on the network are ignored (default: {DEFAULT_JOB})")
-    join.add_argument("--config", metavar="FILE",
-                      help=f"read options from this TOML file (default: ${CONFIG_VARIABLE}, else "
-                           f"{DEFAULT_CONFIG_FILE} if it exists)")
-    where = join.add_argument_group("network")
-    _add_address_options(where, "advertise and listen")
-    where.add_argument("--port", type=_whole, metavar="PORT",
-                       help="port of this node's rendezvous gRPC server (default: any free port)")
-    where.add_argument("--tf-port", type=_whole, metavar="PORT",
-                       help="port for this node's TensorFlow worker (default: a free port, "
-                            "checked on all interfaces as TensorFlow listens on all of them)")
-    timing = join.add_argument_group("timing")
-    timing.add_argument("--timeout", type=_seconds, metavar="SECONDS",
-                        help="give up if the command has not started after this long "
-                             "(default: wait forever)")
-    timing.add_argument("--stop-grace", type=_seconds, metavar="SECONDS",
-                        help="on SIGINT/SIGTERM, time the command gets between SIGTERM and "
-                             "SIGKILL (default: 10)")
+    _join_parser(commands)
 
     peers = commands.add_parser(
         "peers",
@@ -170,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="how long to listen (default: 3)")
     peers.add_argument("--job", metavar="NAME", help="only the nodes of this job")
     peers.add_argument("--json", action="store_true", help="a JSON list, for scripts")
-    _add_address_options(peers.add_argument_group("network"), "listen")
+    _add_address_options(peers.add_argument_group("network"))
 
     status = commands.add_parser(
         "status",
@@ -195,11 +193,6 @@ def split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
         at = argv.index("--")
         return argv[:at], argv[at + 1:]
     return argv, []
-
-
-def config_from_args(args: argparse.Namespace, command: Sequence[str]) -> JoinConfig:
-    """The JoinConfig of the command line alone (no environment, no config file)."""
-    return build_settings(from_cli(vars(args), command)).join
 
 
 def settings_from_args(args: argparse.Namespace, command: Sequence[str]) -> Settings:

@@ -1,4 +1,9 @@
-"""Every option of `rendezvous join`, validated once, in frozen objects.
+"""Every option of `rendezvous join`, declared once and validated once.
+
+`OPTIONS` is the single table: each entry gives an option's name, how its text is read,
+its check, default, help and group. The command line (rendezvous.cli), the RENDEZVOUS_*
+variables and the TOML file (rendezvous.settings), and the frozen `JoinConfig` and
+`LogConfig` are all derived from it: a new option is one entry here plus its use.
 
 Each check returns what is wrong with a value, so the same check can name whichever source
 the value came from: `--expect`, `RENDEZVOUS_EXPECT` or `/etc/rendezvous/rendezvous.conf: expect`.
@@ -6,12 +11,16 @@ the value came from: `--expect`, `RENDEZVOUS_EXPECT` or `/etc/rendezvous/rendezv
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import math
+import shlex
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from enum import Enum
 from typing import Callable, Optional
 
+from .core import numbers
 from .core.advert import MAX_EXPECT, validate_job
 from .errors import ConfigError
 
@@ -22,6 +31,57 @@ LOG_FORMATS = ("auto", "plain", "json")
 def default_trainer_command() -> tuple[str, ...]:
     """The bundled MultiWorkerMirroredStrategy trainer, run by the current Python."""
     return (sys.executable, "-m", "trainer")
+
+
+# -- timings --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Timings:
+    """How long the daemon waits for things, in seconds. Users rarely change these; tests
+    shrink them instead of waiting."""
+
+    # HTTP/2 keepalive on every Join stream, both ways: a frozen or cut-off peer ends its
+    # streams within twice this.
+    keepalive: float = 5.0
+    # Failing to reach the coordinator this long leaves it out of the election ...
+    suspect_after: float = 3.0
+    # ... for this long, or until it announces itself again.
+    suspect_for: float = 30.0
+    # How long a DNS-SD service may take to resolve.
+    resolve_timeout: float = 3.0
+    # Re-announcing at once after the release would make N nodes delay each other.
+    advertise_delay: float = 0.5
+    # The release sets a start time this far ahead, plus start_margin_per_peer per member.
+    start_margin: float = 0.02
+    start_margin_per_peer: float = 0.005
+    # Before asking the coordinator again after a redirect or a lost stream.
+    retry_interval: float = 0.25
+    # How long a node that disagrees with a peer stays advertised before it exits, so that
+    # the peer sees it too and fails with the same message instead of waiting.
+    conflict_linger: float = 1.5
+    # How long the mDNS goodbye may take at exit.
+    goodbye_timeout: float = 1.0
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if not (_is_number(value) and value >= 0 and math.isfinite(value)):
+                raise ConfigError(f"sets {timing_key(f.name)} to {value!r}: it must be zero or more seconds")
+
+    def release_delay(self, world_size: int) -> float:
+        """Seconds between the release and the common start: time for it to reach everyone."""
+        return self.start_margin + self.start_margin_per_peer * world_size
+
+
+TIMING_NAMES = tuple(f.name for f in dataclasses.fields(Timings))
+
+
+def timing_key(name: str) -> str:
+    return name.replace("_", "-")
+
+
+# -- checks: what is wrong with a value, or None -----------------------------------------------
 
 
 # TOML and the environment can hand over any type: bools are ints in Python, so refuse them.
@@ -94,12 +154,6 @@ def _grace_problem(value: object) -> Optional[str]:
     return f"must be zero or more seconds, got {value!r}"
 
 
-def _positive_problem(value: object) -> Optional[str]:
-    if _is_number(value) and value > 0 and math.isfinite(value):  # type: ignore[operator]
-        return None
-    return f"must be positive, got {value!r}"
-
-
 def _verbose_problem(value: object) -> Optional[str]:
     if _is_whole(value) and 0 <= value <= 2:  # type: ignore[operator]
         return None
@@ -116,70 +170,183 @@ def _log_format_problem(value: object) -> Optional[str]:
     return f"must be one of {', '.join(LOG_FORMATS)}, got {value!r}"
 
 
-#: What is wrong with a value of each option, or None. Keys are JoinConfig/LogConfig fields.
-PROBLEMS: dict[str, Callable[[object], Optional[str]]] = {
-    "expect": _expect_problem,
-    "job": _job_problem,
-    "command": _command_problem,
-    "address": _address_problem,
-    "interface": _interface_problem,
-    "port": _port_problem,
-    "tf_port": _port_problem,
-    "timeout": _timeout_problem,
-    "stop_grace": _grace_problem,
-    "retry_interval": _positive_problem,
-    "conflict_linger": _grace_problem,
-    "verbose": _verbose_problem,
-    "quiet": _flag_problem,
-    "log_format": _log_format_problem,
-}
+def _timings_problem(value: object) -> Optional[str]:
+    return None if isinstance(value, Timings) else f"must be NAME=SECONDS pairs, got {value!r}"
+
+
+# -- reading text (command line, variables) ----------------------------------------------------
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+def parse_whole(text: str) -> Optional[int]:
+    """`42` -> 42 (spaces around it are fine); None unless it is plain ASCII digits."""
+    return numbers.parse_whole(text.strip())
+
+
+def parse_seconds(text: str) -> Optional[float]:
+    """`2.5`, `-1`, `.5` -> a float (spaces around it are fine); None unless it is a plain
+    decimal number."""
+    return numbers.parse_seconds(text.strip())
+
+
+def parse_flag(text: str) -> Optional[bool]:
+    word = text.strip().lower()
+    return True if word in _TRUE else False if word in _FALSE else None
+
+
+def parse_command(text: str) -> tuple[str, ...]:
+    """A command line split like a shell would; ValueError if it cannot be."""
+    try:
+        return tuple(shlex.split(text))
+    except ValueError as exc:
+        raise ValueError(f"cannot be split like a shell command line ({exc})") from None
+
+
+def parse_timings(pairs: object) -> Timings:
+    """`keepalive=1,suspect-after=0.5` (or a mapping of the same) -> Timings; ValueError
+    naming what is wrong."""
+    if isinstance(pairs, str):
+        items = []
+        for pair in filter(None, (p.strip() for p in pairs.split(","))):
+            name, sep, text = pair.partition("=")
+            seconds = parse_seconds(text) if sep else None
+            if seconds is None:
+                raise ValueError(f"must be NAME=SECONDS pairs, and {pair!r} is not one")
+            items.append((name.strip(), seconds))
+    elif isinstance(pairs, dict):
+        items = list(pairs.items())
+    else:
+        raise ValueError(f"must be NAME=SECONDS pairs, got {pairs!r}")
+    values: dict[str, object] = {}
+    for key, value in items:
+        name = str(key).replace("-", "_")
+        if name not in TIMING_NAMES:
+            known = ", ".join(map(timing_key, TIMING_NAMES))
+            raise ValueError(f"names an unknown timing {key!r} (known: {known})")
+        values[name] = float(value) if _is_whole(value) else value
+    try:
+        return Timings(**values)  # type: ignore[arg-type]
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+
+
+class Kind(Enum):
+    """How an option's value is written in text, and so how it is read."""
+
+    WHOLE = "whole"
+    SECONDS = "seconds"
+    TEXT = "text"
+    FLAG = "flag"
+    COUNT = "count"  # -v, -vv; as a variable or key: the number
+    COMMAND = "command"
+    TIMINGS = "timings"
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str  # the JoinConfig / LogConfig field: tf_port
+    kind: Kind
+    check: Callable[[object], Optional[str]]
+    default: object
+    help: str
+    group: str  # job, network, launch, output or configuration: its place in --help
+    metavar: Optional[str] = None
+    short: Optional[str] = None
+
+    @property
+    def flag(self) -> str:
+        """The command-line spelling: tf_port -> --tf-port."""
+        return option_name(self.name)
 
 
 def option_name(name: str) -> str:
-    """The command-line spelling of a field: tf_port -> --tf-port."""
     return "--" + name.replace("_", "-")
+
+
+def _default_timings() -> Timings:
+    return Timings()
+
+
+#: Every option of `rendezvous join`. `command` has no flag: it is what follows `--`.
+OPTIONS: tuple[Option, ...] = (
+    Option("expect", Kind.WHOLE, _expect_problem, None, group="job", metavar="N",
+           help="number of peers in the job, this one included (the same on every peer; "
+                "required here, in RENDEZVOUS_EXPECT or in the config file)"),
+    Option("job", Kind.TEXT, _job_problem, DEFAULT_JOB, group="job", metavar="NAME",
+           help=f"job name; peers of other jobs on the network are ignored (default: {DEFAULT_JOB})"),
+    Option("command", Kind.COMMAND, _command_problem, None, group="launch", metavar="COMMAND",
+           help="the command to run on every peer (default: the bundled trainer)"),
+    Option("timeout", Kind.SECONDS, _timeout_problem, None, group="job", metavar="SECONDS",
+           help="give up if the command has not started after this long (default: wait forever)"),
+    Option("address", Kind.TEXT, _address_problem, None, group="network", metavar="IP",
+           help="advertise and listen on this local IP (default: the address of the "
+                "interface that carries the default route)"),
+    Option("interface", Kind.TEXT, _interface_problem, None, group="network", metavar="NAME",
+           help="advertise and listen on the address of this interface, e.g. eth0"),
+    Option("port", Kind.WHOLE, _port_problem, 0, group="network", metavar="PORT",
+           help="port of this node's rendezvous gRPC server (default: any free port)"),
+    Option("tf_port", Kind.WHOLE, _port_problem, 0, group="network", metavar="PORT",
+           help="port for this node's TensorFlow worker (default: a free port, checked on "
+                "all interfaces as TensorFlow listens on all of them)"),
+    Option("stop_grace", Kind.SECONDS, _grace_problem, 10.0, group="launch", metavar="SECONDS",
+           help="on SIGINT/SIGTERM, time the command gets between SIGTERM and SIGKILL (default: 10)"),
+    Option("verbose", Kind.COUNT, _verbose_problem, 0, group="output", short="-v",
+           help="more log output: -v debug lines, -vv also zeroconf's and gRPC's (at most -vv: "
+                "more is an error)"),
+    Option("quiet", Kind.FLAG, _flag_problem, False, group="output", short="-q",
+           help="only warnings and errors"),
+    Option("log_format", Kind.TEXT, _log_format_problem, "auto", group="output", metavar="FORMAT",
+           help="auto (default): plain lines, plus a live progress line on a terminal; plain: "
+                "plain single lines only; json: one JSON object per line"),
+    Option("timings", Kind.TIMINGS, _timings_problem, _default_timings, group="configuration",
+           metavar="NAME=SECONDS,...",
+           help="advanced: change the daemon's internal waits, e.g. keepalive=2,suspect-after=1 "
+                f"(names: {', '.join(map(timing_key, TIMING_NAMES))})"),
+)
+
+BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
+LOG_OPTIONS = tuple(o.name for o in OPTIONS if o.group == "output")
+JOIN_OPTIONS = tuple(o.name for o in OPTIONS if o.group != "output")
+# Labels for values that are not given as an option of their own.
+_LABELS = {"command": "the command to run"}
 
 
 def check_option(name: str, value: object, label: Optional[str] = None) -> None:
     """Raise ConfigError naming `label` (the option by default) and the value if it is bad."""
-    problem = PROBLEMS[name](value)
+    problem = BY_NAME[name].check(value)
     if problem is not None:
-        raise ConfigError(f"{label or option_name(name)} {problem}")
+        raise ConfigError(f"{label or _LABELS.get(name) or option_name(name)} {problem}")
 
 
-@dataclass(frozen=True)
-class JoinConfig:
-    expect: int
-    job: str = DEFAULT_JOB
-    command: tuple[str, ...] = field(default_factory=default_trainer_command)
-    address: Optional[str] = None
-    interface: Optional[str] = None
-    port: int = 0
-    tf_port: int = 0
-    timeout: Optional[float] = None
-    stop_grace: float = 10.0
-    # How long to wait before asking the coordinator again after a redirect or a lost stream.
-    retry_interval: float = 0.25
-    # How long a node that disagrees with a peer stays advertised before it exits.
-    conflict_linger: float = 1.5
+def _frozen_config(name: str, names: tuple[str, ...], doc: str) -> type:
+    """A frozen dataclass with one field per option in `names`, each checked on creation."""
 
-    def __post_init__(self) -> None:
-        labels = {"command": "the command to run", "retry_interval": "retry interval", "conflict_linger": "conflict linger"}
-        for name in (
-            "expect", "job", "command", "address", "interface", "port", "tf_port",
-            "timeout", "stop_grace", "retry_interval", "conflict_linger",
-        ):
-            check_option(name, getattr(self, name), labels.get(name))
-
-
-@dataclass(frozen=True)
-class LogConfig:
-    """How the daemon logs: -v/-q and --log-format."""
-
-    verbose: int = 0
-    quiet: bool = False
-    log_format: str = "auto"
+    def fields():
+        for option in (BY_NAME[n] for n in names):
+            default = option.default
+            if option.name == "command":
+                yield option.name, tuple, dataclasses.field(default_factory=default_trainer_command)
+            elif callable(default):
+                yield option.name, object, dataclasses.field(default_factory=default)
+            elif option.name == "expect":
+                yield option.name, int  # required: no default
+            else:
+                yield option.name, object, dataclasses.field(default=default)
 
     def __post_init__(self) -> None:
-        for name in ("verbose", "quiet", "log_format"):
-            check_option(name, getattr(self, name))
+        for n in names:
+            check_option(n, getattr(self, n))
+
+    cls = dataclasses.make_dataclass(name, list(fields()), frozen=True, namespace={"__post_init__": __post_init__})
+    cls.__doc__ = doc
+    cls.__module__ = __name__
+    return cls
+
+
+# `expect` first: the one field without a default.
+JoinConfig = _frozen_config(
+    "JoinConfig", JOIN_OPTIONS, "Everything `rendezvous join` needs to know, validated."
+)
+LogConfig = _frozen_config("LogConfig", LOG_OPTIONS, "How the daemon logs: -v/-q and --log-format.")

@@ -7,13 +7,12 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import struct
 import sys
 import time
 from typing import Mapping, Optional, Sequence
 
-from .errors import AddressError, LaunchError
+from .errors import LaunchError
 from .notify import NOTIFY_VARIABLES
 
 log = logging.getLogger(__name__)
@@ -22,34 +21,6 @@ log = logging.getLogger(__name__)
 def exit_code_of(returncode: int) -> int:
     """A shell-style exit code: death by signal N becomes 128 + N."""
     return 128 - returncode if returncode < 0 else returncode
-
-
-class PortReservation:
-    """Holds the TF worker port until the command starts, so nothing else takes it.
-
-    TensorFlow's gRPC server listens on every interface whatever TF_CONFIG says, so the
-    port is checked free on the wildcard address, not only on the advertised one.
-    """
-
-    def __init__(self, port: int = 0, ipv6: bool = False) -> None:
-        family = socket.AF_INET6 if ipv6 else socket.AF_INET
-        self._socket: Optional[socket.socket] = socket.socket(family, socket.SOCK_STREAM)
-        if port:
-            # A fixed port left in TIME_WAIT by the previous run is free for TensorFlow,
-            # which binds with SO_REUSEADDR; a port some process listens on is still refused.
-            # (Not for port 0: two reservations could then be handed the same port.)
-            self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            self._socket.bind(("::" if ipv6 else "0.0.0.0", port))
-        except OSError as exc:
-            self._socket.close()
-            raise AddressError(f"--tf-port {port} is not free on this machine: {exc.strerror}") from None
-        self.port: int = self._socket.getsockname()[1]
-
-    def release(self) -> None:
-        if self._socket is not None:
-            self._socket.close()
-            self._socket = None
 
 
 # Runs in the command's own process, forked before the release. It blocks on the gate pipe

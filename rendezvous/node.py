@@ -1,64 +1,46 @@
-"""Wiring: one node's discovery, coordinator service, Join client and launcher on one loop.
+"""Wiring: one node's discovery, coordinator service, Join sessions and launcher on one loop.
 
-    address -> TF port reservation -> gRPC server -> mDNS advert + browser -> ready
-            -> rendezvous (join the lowest peer until released) -> command
-    shutdown, in order: command, Join stream, gRPC server, mDNS goodbye, zeroconf close.
+    startup    address -> TF port reservation -> gRPC server -> advert + discovery -> ready
+               (rendezvous.resources)
+    rendezvous join the coordinator the view names until released (rendezvous.joining)
+    run        the command, until it exits or a stop signal comes
+    shutdown   in order: command, Join stream, runtime file, gRPC server, mDNS goodbye
 
 Every change of phase or of the peers seen goes to one `Reporter` as a `NodeStatus`; the
-same snapshot answers the Status RPC.
+same snapshot answers the Status RPC. Discovery, the Join session and the launcher are
+passed in, so tests can replace any of them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
-import os
 import secrets
 import signal
 import time
 from typing import Awaitable, Callable, Optional, TypeVar
 
-from . import runtime
-from .address import choose_address
 from .config import JoinConfig
-from .coordinator import (
-    Aborted,
-    CoordinatorService,
-    Frozen,
-    JoinSession,
-    Redirected,
-    Rejected,
-    Released,
-    SessionLost,
-    Waiting,
-    bind_server,
-    serve,
-)
-from .core import round as rounds
-from .core.advert import Advert, Phase
-from .core.peer import Peer, describe_peers
+from .coordinator import JoinSession
+from .core.advert import Phase
 from .core.status import NodeStatus
-from .core.tf_config import Membership, launch_environment
-from .core.view import PeerView, Target
-from .discovery import Discovery, DiscoveryEvent, Gone, Seen
-from .errors import AddressError, CoordinatorError, MembershipError, RendezvousTimeout
-from .launcher import Launcher, PortReservation, check_command
+from .core.tf_config import Membership
+from .core.view import PeerView
+from .discovery import DiscoveryEvent, DiscoveryFactory, Seen
+from .discovery.mdns import MdnsDiscovery
+from .errors import RendezvousTimeout
+from .joining import Joiner
+from .launcher import Launcher
 from .report import Reporter
+from .resources import Resources, SessionFactory, bind_resources
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-ADVERTISE_RUNNING_DELAY = 0.5
-
 # SIGHUP too: a closed terminal or ssh session must not orphan the command, which runs in
 # a process group of its own and so gets no SIGHUP from the terminal.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-# Failing to reach the coordinator this long makes it a suspect, left out of the election
-# for SUSPECT_FOR seconds.
-SUSPECT_AFTER = 3.0
-SUSPECT_FOR = 30.0
 
 
 class _Stopped(Exception):
@@ -71,49 +53,57 @@ def new_node_id() -> str:
 
 
 class Node:
-    def __init__(self, config: JoinConfig, node_id: Optional[str] = None, reporter: Optional[Reporter] = None) -> None:
+    def __init__(
+        self,
+        config: JoinConfig,
+        node_id: Optional[str] = None,
+        reporter: Optional[Reporter] = None,
+        discovery: DiscoveryFactory = MdnsDiscovery,
+        connect: SessionFactory = JoinSession,
+        launcher: Callable[[], Launcher] = Launcher,
+    ) -> None:
         self.config = config
         self.node_id = node_id or new_node_id()
-        self.launcher = Launcher()
         self.reporter = reporter or Reporter()
+        self._make_discovery = discovery
+        self._connect = connect
+        self._make_launcher = launcher
+        self.launcher = launcher()
         self._phase = Phase.WAITING
         self._membership: Optional[Membership] = None
         self._exit_code: Optional[int] = None
-        self._stopping_reported = False
-        self._view: Optional[PeerView] = None
-        self._service: Optional[CoordinatorService] = None
-        self._discovery: Optional[Discovery] = None
-        self._view_changed = asyncio.Event()
+        self._joiner: Optional[Joiner] = None
         self._stopping = asyncio.Event()
         self._stop_signal: Optional[int] = None
+        self._stopping_reported = False
         self._tasks: set[asyncio.Task] = set()
-        self._reservation: Optional[PortReservation] = None
+        self._res: Resources
 
     @property
     def view(self) -> PeerView:
-        assert self._view is not None
-        return self._view
+        return self._res.view
 
     def status(self) -> NodeStatus:
         """What this node is doing now, for the reporters and the Status RPC."""
+        now = time.monotonic()
         return NodeStatus(
             node=self.view.me.peer,
             job=self.config.job,
             expect=self.config.expect,
             phase=self._phase,
-            seen=tuple(self.view.peers),
+            seen=tuple(self.view.live_peers(now)),
+            unreachable=tuple(self.view.suspected(now)),
+            following=self.view.target(now).peer if self._membership is None else None,
             membership=self._membership,
             trainer_pid=self.launcher.pid,
-            trainer_uptime=self.launcher.uptime(time.monotonic()),
+            trainer_uptime=self.launcher.uptime(now),
             exit_code=self._exit_code,
         )
 
-    def _report(self) -> None:
-        self.reporter.update(self.status())
-
-    def _enter(self, phase: Phase) -> None:
+    def _enter(self, phase: Phase, membership: Optional[Membership] = None) -> None:
         self._phase = phase
-        self._report()
+        self._membership = membership or self._membership
+        self.reporter.update(self.status())
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -123,9 +113,18 @@ class Node:
         for signum in STOP_SIGNALS:
             loop.add_signal_handler(signum, self._on_signal, signum)
         try:
-            return await self._run()
+            self._res = bind_resources(
+                self.config, self.node_id, self._make_discovery, self._on_discovery, self.status,
+                lambda: self.reporter.update(self.status()),
+            )
+            try:
+                await self._res.start(self.config)
+                self.reporter.ready()
+                self.reporter.update(self.status())
+                return await self._round()
+            finally:
+                await self._shutdown()
         finally:
-            self.reporter.close()
             for signum in STOP_SIGNALS:
                 loop.remove_signal_handler(signum)
 
@@ -146,66 +145,33 @@ class Node:
             self._stopping_reported = True
             self.reporter.stopping()
 
-    async def _run(self) -> int:
-        config = self.config
-        choice = choose_address(config.address, config.interface)
-        address = choice.address
-        log.info("node %s uses %s: %s", self.node_id, address, choice.reason)
-        check_command(config.command)
-        self._reservation = reservation = PortReservation(config.tf_port, ipv6=address.version == 6)
-        host = f"[{address}]" if address.version == 6 else str(address)
+    async def _round(self) -> int:
+        """One round: rendezvous, then run the command; its exit code."""
+        self._joiner = Joiner(self.config, self._res, self.launcher, self._connect, self._enter)
         try:
-            server, port = bind_server(host, config.port)
-        except OSError as exc:
-            reservation.release()
-            raise AddressError(f"--port {config.port}: {exc}") from None
-        me = Peer(node_id=self.node_id, address=address, port=port, tf_port=reservation.port)
-        self._view = PeerView(Advert(peer=me, job=config.job, expect=config.expect))
-        self._service = CoordinatorService(
-            me, config.job, config.expect, target=lambda: self.view.target(), status=self.status
+            membership = await self._until_stopped(self._joiner.rendezvous(), self.config.timeout)
+        except _Stopped:
+            return 128 + (self._stop_signal or signal.SIGTERM)
+        self._advertise_running(membership)
+        try:
+            code = await self._until_stopped(self.launcher.wait())
+        except _Stopped:
+            code = await self.launcher.stop(self.config.stop_grace)
+        log.info("command exited with code %d", code)
+        self._exit_code = code
+        self._enter(Phase.FINISHED)
+        await self._say_finished(code)
+        return code
+
+    async def _shutdown(self) -> None:
+        self._report_stopping()
+        for task in self._tasks:
+            task.cancel()
+        session = self._joiner.session if self._joiner else None
+        await self._res.close(
+            ("stop the command", lambda: self.launcher.stop(self.config.stop_grace)),
+            ("close the Join stream", session.close if session else None),
         )
-        session: Optional[JoinSession] = None
-        health = None
-        registered = None
-        try:
-            health = await serve(server, self._service)
-            self._discovery = Discovery(address, self.view.me, on_event=self._on_discovery)
-            await self._discovery.start()
-            registered = runtime.register(
-                runtime.Registration(self.node_id, os.getpid(), config.job, me.endpoint, runtime.current_netns()),
-                runtime.candidate_directories(os.environ, os.getuid()),
-            )
-            self.reporter.ready()
-            self._report()
-            try:
-                membership, session = await self._until_stopped(self._rendezvous(me), config.timeout)
-            except _Stopped:
-                return 128 + (self._stop_signal or signal.SIGTERM)
-            # Not at the very start: N nodes re-announcing at once would delay each other.
-            self._advertise(Phase.RUNNING, membership, delay=ADVERTISE_RUNNING_DELAY)
-            try:
-                code = await self._until_stopped(self.launcher.wait())
-            except _Stopped:
-                code = await self.launcher.stop(config.stop_grace)
-            log.info("command exited with code %d", code)
-            self._exit_code = code
-            self._enter(Phase.FINISHED)
-            await self._say_finished(session, code)
-            return code
-        finally:
-            self._report_stopping()
-            for task in self._tasks:
-                task.cancel()
-            discovery = self._discovery
-            await _run_all(
-                ("release the TF port", reservation.release),
-                ("stop the command", lambda: self.launcher.stop(config.stop_grace)),
-                ("close the Join stream", session.close if session else None),
-                ("remove the runtime file", lambda: runtime.unregister(registered)),
-                ("stop the health service", health.enter_graceful_shutdown if health else None),
-                ("stop the gRPC server", lambda: server.stop(grace=0.5)),
-                ("say goodbye over mDNS", discovery.close if discovery else None),
-            )
 
     async def _until_stopped(self, awaitable: Awaitable[T], timeout: Optional[float] = None) -> T:
         """Await `awaitable` unless a stop signal or the timeout comes first."""
@@ -227,7 +193,10 @@ class Node:
             "(UDP 5353) passes between them"
         )
 
-    async def _say_finished(self, session: JoinSession, code: int) -> None:
+    async def _say_finished(self, code: int) -> None:
+        session = self._joiner.session if self._joiner else None
+        if session is None:
+            return
         try:
             await asyncio.wait_for(session.finished(code), timeout=1.0)
         except Exception:  # the coordinator may already be gone: nothing depends on it
@@ -237,194 +206,21 @@ class Node:
 
     def _on_discovery(self, event: DiscoveryEvent) -> None:
         if isinstance(event, Seen):
-            self._update_view(self.view.seen(event.advert))
-        elif isinstance(event, Gone):
-            self._update_view(self.view.gone(event.node_id))
+            self._res.update_view(self.view.seen(event.advert))
+        else:
+            self._res.update_view(self.view.gone(event.node_id))
 
-    def _update_view(self, view: PeerView) -> None:
-        self._view = view
-        assert self._service is not None
-        self._service.follow(view.target())
-        self._report()
-        self._view_changed.set()
+    def _advertise_running(self, membership: Membership) -> None:
+        advert = self.view.me.with_phase(Phase.RUNNING, membership.coordinator.endpoint)
+        self._res.view = self.view.with_me(advert)
+        task = asyncio.create_task(self._update_advert(advert), name="advertise-running")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
-    def _advertise(self, phase: Phase, membership: Membership, delay: float = 0.0) -> None:
-        advert = self.view.me.with_phase(phase, membership.coordinator.endpoint)
-        self._view = self.view.with_me(advert)
-        if self._discovery is not None:
-            task = asyncio.create_task(self._update_advert(advert, delay), name=f"advertise-{phase.value}")
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-
-    async def _update_advert(self, advert: Advert, delay: float) -> None:
-        assert self._discovery is not None
-        await asyncio.sleep(delay)
-        await self._discovery.update(advert)
-
-    # -- rendezvous ----------------------------------------------------------------
-
-    def _raise_on_conflicts(self) -> None:
-        conflicts = self.view.conflicts()
-        if conflicts:
-            raise MembershipError("; ".join(conflicts))
-
-    async def _rendezvous(self, me: Peer) -> tuple[Membership, JoinSession]:
-        """Rendezvous and start the command; return the membership and the open session."""
-        try:
-            return await self._join_until_released(me)
-        except MembershipError:
-            if self.view.conflicts():
-                # Stay visible a moment, so that the peer we disagree with sees us too
-                # and fails with the same message instead of waiting.
-                await asyncio.sleep(self.config.conflict_linger)
-            raise
-
-    async def _join_until_released(self, me: Peer) -> tuple[Membership, JoinSession]:
-        """Join the coordinator this node believes in, following the view, until released."""
-        unreachable: Optional[tuple[str, float]] = None  # endpoint, failing since when
-        while True:
-            self._view_changed.clear()  # the target is recomputed now: older changes are seen
-            self._raise_on_conflicts()
-            target = self.view.target()
-            session = JoinSession(target.endpoint, me, self.config.job, 1, self.config.expect)
-            try:
-                membership = await self._follow(session, target, me)
-            except SessionLost as exc:
-                log.debug("lost the coordinator %s: %s", target.endpoint, exc)
-                unreachable = self._note_unreachable(unreachable, target, time.monotonic())
-                membership = None
-            except BaseException:
-                await session.close()
-                raise
-            if membership is not None:
-                return membership, session
-            await session.close()
-            await self._view_change_or(self.config.retry_interval)
-
-    def _note_unreachable(
-        self, unreachable: Optional[tuple[str, float]], target: Target, now: float
-    ) -> Optional[tuple[str, float]]:
-        """After SUSPECT_AFTER seconds of failing to reach the coordinator, elect without it.
-
-        A node killed without a goodbye stays in everyone's mDNS cache for many minutes;
-        electing it all that time would block the job, and its restarted self too. The
-        suspicion lapses after SUSPECT_FOR seconds, or when the peer announces itself again.
-        """
-        if unreachable is None or unreachable[0] != target.endpoint:
-            return (target.endpoint, now)
-        endpoint, since = unreachable
-        peer = target.peer
-        if now - since < SUSPECT_AFTER or peer is None or peer.node_id == self.node_id:
-            return unreachable
-        log.warning(
-            "cannot reach the coordinator %s at %s for %.0f s: it may have stopped without a "
-            "goodbye; electing without it for %.0f s", peer.describe(), endpoint, now - since, SUSPECT_FOR,
-        )
-        self._update_view(self.view.suspect(peer.node_id))
-        asyncio.get_running_loop().call_later(SUSPECT_FOR, self._trust, peer.node_id)
-        return None
-
-    def _trust(self, node_id: str) -> None:
-        self._update_view(self.view.trust(node_id))
-
-    async def _view_change_or(self, seconds: float) -> None:
-        try:
-            await asyncio.wait_for(self._view_changed.wait(), seconds)
-        except asyncio.TimeoutError:
-            pass
-
-    async def _follow(self, session: JoinSession, target: Target, me: Peer) -> Optional[Membership]:
-        """One Join stream. Returns the membership once released, None to try again."""
-        await session.join()
-        membership: Optional[Membership] = None
-        receive = asyncio.ensure_future(session.receive())
-        try:
-            while True:
-                if membership is None:
-                    self._raise_on_conflicts()
-                    if self.view.target().endpoint != target.endpoint:
-                        return None
-                self._view_changed.clear()
-                changed = asyncio.ensure_future(self._view_changed.wait())
-                done, _ = await asyncio.wait({receive, changed}, return_when=asyncio.FIRST_COMPLETED)
-                changed.cancel()
-                if receive not in done:
-                    continue
-                try:
-                    event = receive.result()
-                except SessionLost as exc:
-                    if membership is not None:
-                        raise CoordinatorError(f"lost the coordinator after the freeze: {exc}") from None
-                    raise
-                if isinstance(event, Waiting):
-                    log.debug(
-                        "%d/%d joined at %s: %s",
-                        len(event.joined), event.expect, target.endpoint, describe_peers(event.joined),
-                    )
-                elif isinstance(event, Frozen):
-                    membership = event.membership
-                    await self._confirm(session, event, me)
-                elif isinstance(event, Released):
-                    if membership is None:
-                        raise CoordinatorError(f"coordinator {target.endpoint} released before freezing")
-                    wait = rounds.start_delay(event.start_at, event.delay, time.time())
-                    log.debug("released by %s: starting in %.1f ms", target.endpoint, wait * 1e3)
-                    assert self._reservation is not None
-                    self._reservation.release()  # the command binds the TF port next
-                    # The gate process waits until then on its own: this daemon stays out of
-                    # the way of the start instant.
-                    self.launcher.fire(time.time() + wait)
-                    self._enter(Phase.RUNNING)
-                    return membership
-                elif isinstance(event, Redirected):
-                    if membership is not None:
-                        raise CoordinatorError(f"coordinator {target.endpoint} redirected after the freeze")
-                    log.debug("redirected by %s: %s", target.endpoint, event.reason)
-                    return None
-                elif isinstance(event, Rejected):
-                    raise MembershipError(event.message)
-                elif isinstance(event, Aborted):
-                    raise CoordinatorError(f"the coordinator {target.endpoint} aborted the round: {event.reason}")
-                receive = asyncio.ensure_future(session.receive())
-        finally:
-            receive.cancel()
-
-    async def _confirm(self, session: JoinSession, frozen: Frozen, me: Peer) -> None:
-        """Check the frozen list and confirm it by its digest; the coordinator compares."""
-        membership = frozen.membership
-        try:
-            rank = membership.rank_of(me.node_id)
-        except KeyError:
-            raise CoordinatorError(
-                f"the coordinator froze a membership without this node: {describe_peers(membership.members)}"
-            ) from None
-        if membership.members[rank] != me:
-            raise CoordinatorError(f"the coordinator froze this node as {membership.members[rank]}, not {me}")
-        env = launch_environment(membership, me.node_id)
-        log.info(
-            "membership frozen: worker %d of %d, coordinator %s, TF_CONFIG=%s",
-            rank, membership.world_size, membership.coordinator.describe(), env["TF_CONFIG"],
-        )
-        await self.launcher.arm(self.config.command, env)
-        self._membership = membership
-        self._enter(Phase.FROZEN)
-        await session.ready(membership.digest)
-
-
-async def _run_all(*steps: tuple[str, Optional[Callable[[], object]]]) -> None:
-    """Run every shutdown step in order, even after one fails: whatever broke before, the
-    command must be stopped and the goodbye must go out."""
-    for name, step in steps:
-        if step is None:
-            continue
-        try:
-            result = step()
-            if inspect.isawaitable(result):
-                await result
-        except Exception:
-            log.warning("could not %s", name, exc_info=True)
+    async def _update_advert(self, advert) -> None:
+        await asyncio.sleep(self.config.timings.advertise_delay)
+        await self._res.discovery.update(advert)
 
 
 async def run_node(config: JoinConfig, reporter: Optional[Reporter] = None) -> int:
     return await Node(config, reporter=reporter).run()
-

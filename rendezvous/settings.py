@@ -9,31 +9,34 @@ but `read_config_file`.
 
 from __future__ import annotations
 
-import re
-import shlex
+import os
+import stat
 import tomllib
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
-from .config import JoinConfig, LogConfig, check_option, default_trainer_command, option_name
+from .config import (
+    BY_NAME,
+    LOG_OPTIONS,
+    OPTIONS,
+    JoinConfig,
+    Kind,
+    LogConfig,
+    check_option,
+    default_trainer_command,
+    parse_command,
+    parse_flag,
+    parse_seconds,
+    parse_timings,
+    parse_whole,
+)
 from .errors import ConfigError
 
 DEFAULT_CONFIG_FILE = "/etc/rendezvous/rendezvous.conf"
 CONFIG_VARIABLE = "RENDEZVOUS_CONFIG"
 VARIABLE_PREFIX = "RENDEZVOUS_"
-
-JOIN_OPTIONS = ("expect", "job", "command", "address", "interface", "port", "tf_port", "timeout", "stop_grace")
-LOG_OPTIONS = ("verbose", "quiet", "log_format")
-OPTIONS = JOIN_OPTIONS + LOG_OPTIONS
-
-_WHOLE = frozenset({"expect", "port", "tf_port", "verbose"})
-_SECONDS = frozenset({"timeout", "stop_grace"})
-# Text forms of numbers, in variables and on the command line: ASCII only, no '_' (int() and
-# float() would take '1_0' as 10, and other scripts' digits), no exponent, no inf or nan.
-_WHOLE_TEXT = re.compile(r"[0-9]+")
-_SECONDS_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off"})
+# A config file is a few lines: anything larger (or not a regular file) is a mistake.
+MAX_CONFIG_BYTES = 1 << 20
 
 
 def variable_name(name: str) -> str:
@@ -71,65 +74,45 @@ def resolve_command(command: Sequence[str]) -> tuple[str, ...]:
 
 def from_cli(args: Mapping[str, object], command: Sequence[str]) -> dict[str, Value]:
     """Options given on the command line (None = not given) and the command after '--'."""
-    values = {name: Value(args[name], option_name(name)) for name in OPTIONS if args.get(name) is not None}
+    values = {o.name: Value(args[o.name], o.flag) for o in OPTIONS if args.get(o.name) is not None}
     if command:
         values["command"] = Value(tuple(command), "the command after --")
     return values
 
 
-def parse_whole(text: str) -> Optional[int]:
-    """`42` -> 42; None unless the text is ASCII digits (around them, spaces)."""
-    word = text.strip()
-    return int(word) if _WHOLE_TEXT.fullmatch(word) else None
-
-
-def parse_seconds(text: str) -> Optional[float]:
-    """`2.5`, `-1`, `.5` -> a float; None unless the text is a plain decimal number."""
-    word = text.strip()
-    return float(word) if _SECONDS_TEXT.fullmatch(word) else None
-
-
-def _whole(text: str) -> object:
-    value = parse_whole(text)
-    return text if value is None else value  # left as text: the option's check then names it
-
-
-def _seconds(text: str) -> object:
-    value = parse_seconds(text)
+def read_text(kind: Kind, text: str) -> object:
+    """An option's value from its text form (a variable, or a flag's argument). Text that
+    does not parse is returned as it is: the option's check then names it."""
+    if kind in (Kind.WHOLE, Kind.COUNT):
+        value: object = parse_whole(text)
+    elif kind is Kind.SECONDS:
+        value = parse_seconds(text)
+    elif kind is Kind.FLAG:
+        value = parse_flag(text)
+    elif kind is Kind.COMMAND:
+        value = parse_command(text)
+    elif kind is Kind.TIMINGS:
+        value = parse_timings(text)
+    else:
+        value = text
     return text if value is None else value
 
 
-def _flag(text: str) -> object:
-    word = text.strip().lower()
-    return True if word in _TRUE else False if word in _FALSE else text
-
-
-def _split(text: str, source: str) -> tuple[str, ...]:
+def _read(kind: Kind, text: object, source: str) -> object:
     try:
-        return tuple(shlex.split(text))
+        return read_text(kind, text) if isinstance(text, str) else text
     except ValueError as exc:
-        raise ConfigError(f"{source} cannot be split like a shell command line ({exc}), got {text!r}") from None
+        raise ConfigError(f"{source} {exc}, got {text!r}") from None
 
 
 def from_environ(environ: Mapping[str, str]) -> dict[str, Value]:
     """RENDEZVOUS_EXPECT, RENDEZVOUS_JOB, ...; an empty variable counts as unset."""
     values: dict[str, Value] = {}
-    for name in OPTIONS:
-        variable = variable_name(name)
+    for option in OPTIONS:
+        variable = variable_name(option.name)
         text = environ.get(variable)
-        if not text:
-            continue
-        if name in _WHOLE:
-            value: object = _whole(text)
-        elif name in _SECONDS:
-            value = _seconds(text)
-        elif name == "quiet":
-            value = _flag(text)
-        elif name == "command":
-            value = _split(text, variable)
-        else:
-            value = text
-        values[name] = Value(value, variable)
+        if text:
+            values[option.name] = Value(_read(option.kind, text, variable), variable)
     return values
 
 
@@ -143,19 +126,29 @@ def parse_config_file(text: str, path: str) -> dict[str, Value]:
     keys: dict[str, str] = {}
     for key, value in data.items():
         name = key.replace("-", "_")
-        if name not in OPTIONS:
-            known = ", ".join(file_key(n) for n in OPTIONS)
+        if name not in BY_NAME:
+            known = ", ".join(file_key(o.name) for o in OPTIONS)
             raise ConfigError(f"{path}: unknown key {key!r} (known keys: {known})")
         if name in keys:
             raise ConfigError(f"{path}: {key!r} is given twice, also as {keys[name]!r}")
         keys[name] = key
         source = f"{path}: {key}"
-        if name in _SECONDS and isinstance(value, int) and not isinstance(value, bool):
+        kind = BY_NAME[name].kind
+        if kind is Kind.SECONDS and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
-        elif name == "command" and isinstance(value, str):
-            value = _split(value, source)
+        elif kind in (Kind.COMMAND, Kind.TIMINGS):
+            value = _read(kind, value, source)  # a string, or a list / table as it is
+            if kind is Kind.TIMINGS and isinstance(value, dict):
+                value = _read_timings_table(value, source)
         values[name] = Value(value, source)
     return values
+
+
+def _read_timings_table(table: dict, source: str) -> object:
+    try:
+        return parse_timings(table)
+    except ValueError as exc:
+        raise ConfigError(f"{source} {exc}") from None
 
 
 # -- merging ---------------------------------------------------------------------------
@@ -191,16 +184,15 @@ def build_settings(values: Mapping[str, Value], config_file: Optional[str] = Non
         )
     given = {name: value.value for name, value in values.items()}
     command = resolve_command(given.pop("command", ()))  # type: ignore[arg-type]
-    join = JoinConfig(command=command, **{n: v for n, v in given.items() if n in JOIN_OPTIONS})  # type: ignore[arg-type]
-    log = LogConfig(**{n: v for n, v in given.items() if n in LOG_OPTIONS})  # type: ignore[arg-type]
+    log = LogConfig(**{n: given.pop(n) for n in LOG_OPTIONS if n in given})
+    join = JoinConfig(command=command, **given)
     return Settings(join=join, log=log, config_file=config_file)
 
 
 def read_config_file(path: str, required: bool) -> Optional[dict[str, Value]]:
     """The options in `path`; None when it is not required and not there."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        raw = _read_regular_file(path, MAX_CONFIG_BYTES)
     except FileNotFoundError:
         if not required:
             return None
@@ -212,6 +204,22 @@ def read_config_file(path: str, required: bool) -> Optional[dict[str, Value]]:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     return parse_config_file(text, path)
+
+
+def _read_regular_file(path: str, limit: int) -> bytes:
+    """At most `limit` bytes of a regular file. Opened without blocking, so that a FIFO
+    named by mistake is an error instead of a hang, and /dev/zero is not read forever."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise OSError(0, "not a regular file")
+        raw = os.read(fd, limit + 1)
+    finally:
+        os.close(fd)
+    if len(raw) > limit:
+        raise OSError(0, f"larger than {limit} bytes")
+    return raw
 
 
 def load_settings(

@@ -21,10 +21,11 @@ def list_peers(seconds: float, address: Optional[str], interface: Optional[str],
                job: Optional[str], as_json: bool) -> str:
     """Browse for `seconds` and return the table (or JSON) of every node heard."""
     from .discovery import browse  # zeroconf is imported only when needed
+    from .discovery.mdns import MdnsDiscovery
 
     choice = choose_address(address, interface)
     log.debug("browsing on %s (%s) for %gs", choice.address, choice.reason, seconds)
-    adverts = asyncio.run(browse(choice.address, seconds))
+    adverts = asyncio.run(browse(MdnsDiscovery, choice.address, seconds))
     if job is not None:
         adverts = [a for a in adverts if a.job == job]
     if as_json:

@@ -6,7 +6,6 @@ status 2 before any network activity, naming the bad value.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import subprocess
@@ -15,9 +14,9 @@ import sys
 import pytest
 
 from rendezvous import __version__
-from rendezvous.cli import build_parser, config_from_args, split_command
-from rendezvous.settings import resolve_command
-from rendezvous.config import DEFAULT_JOB, JoinConfig, default_trainer_command
+from rendezvous.cli import build_parser, split_command
+from rendezvous.settings import build_settings, from_cli, resolve_command
+from rendezvous.config import DEFAULT_JOB, JoinConfig, Timings, default_trainer_command
 from rendezvous.errors import (
     AddressError,
     ConfigError,
@@ -80,12 +79,7 @@ def test_defaults():
     assert (c.port, c.tf_port) == (0, 0)
     assert c.timeout is None
     assert c.stop_grace == 10.0
-    assert c.retry_interval > 0
-
-
-def test_config_is_frozen():
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        JoinConfig(expect=2).expect = 3  # type: ignore[misc]
+    assert c.timings == Timings()
 
 
 def test_a_fully_specified_valid_config():
@@ -99,7 +93,7 @@ def test_a_fully_specified_valid_config():
         tf_port=1,
         timeout=0.001,
         stop_grace=0.0,
-        retry_interval=0.01,
+        timings=Timings(retry_interval=0.01),
     )
     assert c.expect == 4096 and c.address == "2001:db8::1"
 
@@ -131,9 +125,7 @@ def test_a_fully_specified_valid_config():
         ({"stop_grace": -0.5}, ["--stop-grace", "-0.5"]),
         ({"stop_grace": math.inf}, ["--stop-grace", "inf"]),
         ({"stop_grace": math.nan}, ["--stop-grace", "nan"]),
-        ({"retry_interval": 0}, ["retry interval", "0"]),
-        ({"retry_interval": -1}, ["retry interval", "-1"]),
-        ({"retry_interval": math.nan}, ["retry interval", "nan"]),
+        ({"timings": {"keepalive": 1}}, ["--timings", "{'keepalive': 1}"]),
     ],
 )
 def test_invalid_values_raise_config_error_naming_option_and_value(kwargs, needles):
@@ -194,12 +186,16 @@ def test_resolve_a_real_command_is_kept_as_is(command):
 
 
 # --------------------------------------------------------------------------
-# build_parser / config_from_args (in process)
+# build_parser / the config of the command line alone (in process)
 # --------------------------------------------------------------------------
 
 
 def parse(*args: str):
     return build_parser().parse_args(list(args))
+
+
+def config_from_args(args, command):
+    return build_settings(from_cli(vars(args), command)).join
 
 
 def test_parser_defaults_mean_not_given():

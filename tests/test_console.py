@@ -103,7 +103,8 @@ B = Peer("bbbbbbbbbbbb", ipaddress.ip_address("10.0.0.2"), 1000, 2000)
 
 
 def waiting(*seen):
-    return NodeStatus(node=B, job="j", expect=2, seen=seen or (B,))
+    seen = seen or (B,)
+    return NodeStatus(node=B, job="j", expect=2, seen=seen, following=min(seen))
 
 
 def running():

@@ -493,30 +493,3 @@ def test_joins_with_leaves_before_the_freeze_still_freeze_the_sorted_remaining(p
     step = join(state, ps[-1], len(ps))
     assert step.action is Action.BROADCAST_FROZEN
     assert list(step.state.membership.members) == sorted(ps)
-
-
-# -- the common start time -------------------------------------------------------
-
-from rendezvous.core.round import release_delay, start_delay  # noqa: E402
-
-
-def test_release_delay_grows_with_the_job():
-    assert 0 < release_delay(1) < release_delay(2) < release_delay(16) < 1.0
-
-
-@pytest.mark.parametrize(
-    "start_at, delay, now, expected",
-    [
-        (100.05, 0.05, 100.0, 0.05),  # on time: wait until the common start
-        (100.05, 0.05, 100.02, 0.03),  # released a little late: wait less
-        (100.05, 0.05, 100.30, 0.0),  # released after the start: go at once
-        (150.00, 0.05, 100.0, 0.05),  # our clock is far behind: never wait more than delay
-    ],
-)
-def test_start_delay(start_at, delay, now, expected):
-    assert start_delay(start_at, delay, now) == pytest.approx(expected)
-
-
-@given(st.floats(-1e6, 1e6), st.floats(0, 10), st.floats(-1e6, 1e6))
-def test_start_delay_is_bounded(start_at, delay, now):
-    assert 0.0 <= start_delay(start_at, delay, now) <= delay

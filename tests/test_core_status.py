@@ -32,6 +32,8 @@ M = Membership.freeze("resnet", 1, [B, A])
 def status(phase=Phase.WAITING, node=B, seen=(B,), membership=None, **kwargs):
     if phase is not Phase.WAITING and membership is None:
         membership = M
+    if membership is None:
+        kwargs.setdefault("following", min(seen or (node,)))
     return NodeStatus(node=node, job="resnet", expect=2, phase=phase, seen=seen, membership=membership, **kwargs)
 
 
@@ -58,7 +60,7 @@ def test_seen_is_sorted_and_rank_coordinator_tf_config_follow_the_membership():
     s = status(seen=(C, B, A))
     assert s.seen == (A, B, C)
     assert s.rank is None and s.tf_config is None and s.coordinator == A
-    assert status(seen=()).coordinator is None
+    assert status(seen=(), following=None).coordinator is None
     s = status(Phase.RUNNING)
     assert s.rank == 1 and s.coordinator == A
     assert s.tf_config == {"cluster": {"worker": ["10.0.0.9:2222", "10.0.0.10:2223"]}, "task": {"type": "worker", "index": 1}}
@@ -66,6 +68,21 @@ def test_seen_is_sorted_and_rank_coordinator_tf_config_follow_the_membership():
 
 def test_a_node_missing_from_the_membership_has_no_rank():
     assert status(Phase.RUNNING, node=C).rank is None
+
+
+def test_progress_line_marks_the_coordinator_this_node_follows_not_the_lowest():
+    # A job frozen around 10.0.0.10 before the lower 10.0.0.9 arrived: 10.0.0.9 follows it.
+    line = progress_line(status(node=A, seen=(A, B), following=B))
+    assert line == "job 'resnet': 2/2 peers seen: 10.0.0.9 (aaaaaaaaaaaa), 10.0.0.10 (bbbbbbbbbbbb) [coordinator]"
+    assert "10.0.0.10:38211 (bbbbbbbbbbbb)" in describe_status(status(node=A, seen=(A, B), following=B))
+
+
+def test_progress_line_neither_counts_nor_elects_unreachable_peers():
+    line = progress_line(status(seen=(B, C), unreachable=(A,), following=B))
+    assert line == (
+        "job 'resnet': 2/2 peers seen: 10.0.0.10 (bbbbbbbbbbbb) [coordinator], "
+        "10.0.0.100 (cccccccccccc), 10.0.0.9 (aaaaaaaaaaaa) [unreachable]"
+    )
 
 
 def test_progress_line_names_the_coordinator():
@@ -104,7 +121,7 @@ def test_describe_a_waiting_node():
         "node bbbbbbbbbbbb at 10.0.0.10:38211",
         "  job          resnet, round 1",
         "  phase        waiting: 2 of 2 peers seen",
-        "  coordinator  10.0.0.9:41234 (aaaaaaaaaaaa), the lowest peer seen so far",
+        "  coordinator  10.0.0.9:41234 (aaaaaaaaaaaa), the one this node joins",
         "  seen         10.0.0.9 (aaaaaaaaaaaa), 10.0.0.10 (bbbbbbbbbbbb)",
         "  members      not frozen yet",
         "  TF_CONFIG    not yet",
@@ -127,7 +144,7 @@ def test_status_to_dict_is_json_and_complete():
     assert [(m["rank"], m["address"]) for m in d["members"]] == [(0, "10.0.0.9"), (1, "10.0.0.10")]
     assert d["tf_config"]["task"] == {"type": "worker", "index": 1}
     assert (d["trainer_pid"], d["trainer_uptime_seconds"], d["exit_code"]) == (7, 1.5, None)
-    waiting = status_to_dict(status(seen=()))
+    waiting = status_to_dict(status(seen=(), following=None))
     assert waiting["rank"] is None and waiting["world_size"] is None and waiting["members"] == []
     assert waiting["coordinator"] is None and waiting["tf_config"] is None
 

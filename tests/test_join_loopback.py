@@ -213,10 +213,11 @@ def test_a_coordinator_killed_without_goodbye_can_be_restarted(tmp_path, job):
     # the dead node sorts first (same address, lower port): without suspicion, it would stay
     # the coordinator everyone waits for
     low, high = sorted(_free_ports(2))
+    fast = ["--timings", "suspect-after=1"]
     crashed = start_peer(
         join_argv(3, job, out, address="127.0.0.2", options=["--port", str(low)]), tmp_path, "crashed"
     )
-    waiting = start_peer(join_argv(3, job, out, address="127.0.0.3"), tmp_path, "waiting")
+    waiting = start_peer(join_argv(3, job, out, address="127.0.0.3", options=fast), tmp_path, "waiting")
     _wait_for_log(waiting, "2/3 peers seen")
     crashed.proc.kill()  # no goodbye: the waiting peer's mDNS cache keeps it for many minutes
     crashed.wait()
@@ -224,7 +225,7 @@ def test_a_coordinator_killed_without_goodbye_can_be_restarted(tmp_path, job):
     restarted = start_peer(
         join_argv(3, job, out, address="127.0.0.2", options=["--port", str(high)]), tmp_path, "restarted"
     )
-    last = start_peer(join_argv(3, job, out, address="127.0.0.4"), tmp_path, "last")
+    last = start_peer(join_argv(3, job, out, address="127.0.0.4", options=fast), tmp_path, "last")
     for peer in (waiting, restarted, last):
         assert peer.wait(timeout=40) == 0, peer.log
     assert "electing without it" in waiting.log
@@ -234,15 +235,16 @@ def test_a_coordinator_killed_without_goodbye_can_be_restarted(tmp_path, job):
 def test_a_frozen_peer_leaves_the_round_instead_of_holding_it(tmp_path, job):
     out = tmp_path / "out"
     out.mkdir()
-    coordinator = start_peer(join_argv(3, job, out, address="127.0.0.2", options=["-v"]), tmp_path, "coordinator")
-    frozen = start_peer(join_argv(3, job, out, address="127.0.0.3"), tmp_path, "frozen")
+    fast = ["--timings", "keepalive=0.5"]
+    coordinator = start_peer(join_argv(3, job, out, address="127.0.0.2", options=["-v", *fast]), tmp_path, "coordinator")
+    frozen = start_peer(join_argv(3, job, out, address="127.0.0.3", options=fast), tmp_path, "frozen")
     _wait_for_log(coordinator, "coordinating job '%s': 2/3 peers joined" % job)
     frozen.proc.send_signal(signal.SIGSTOP)  # alive to the kernel, silent to gRPC
     try:
         # HTTP/2 keepalive ends its stream: it is no longer counted as joined
         _wait_for_log(
             coordinator, "coordinating job '%s': 1/3 peers joined" % job,
-            after="coordinating job '%s': 2/3 peers joined" % job, timeout=25,
+            after="coordinating job '%s': 2/3 peers joined" % job, timeout=10,
         )
     finally:
         frozen.proc.kill()

@@ -12,7 +12,8 @@ import time
 import pytest
 
 from rendezvous.errors import AddressError, LaunchError
-from rendezvous.launcher import Launcher, PortReservation, check_command, exit_code_of
+from rendezvous.launcher import Launcher, check_command, exit_code_of
+from rendezvous.ports import PortReservation
 
 STAMP = [sys.executable, "-c", "import sys, time; open(sys.argv[1], 'w').write(repr(time.time()))"]
 

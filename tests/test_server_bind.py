@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from rendezvous.coordinator.server import bind_server, check_port_free
+from rendezvous.coordinator.server import bind_server
+from rendezvous.ports import check_port_free
 
 
 def listening(host: str = "127.0.0.1", family: int = socket.AF_INET) -> socket.socket:

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from rendezvous.config import JoinConfig, LogConfig
+from rendezvous.config import OPTIONS, JoinConfig, LogConfig
 from rendezvous.errors import ConfigError
 from rendezvous.settings import (
     DEFAULT_CONFIG_FILE,
-    OPTIONS,
+
     build_settings,
     config_file_path,
     file_key,
@@ -51,9 +51,9 @@ def test_names_of_every_option():
         "RENDEZVOUS_EXPECT", "RENDEZVOUS_TF_PORT", "RENDEZVOUS_LOG_FORMAT",
     ]
     assert file_key("stop_grace") == "stop-grace"
-    assert set(OPTIONS) == {
+    assert {o.name for o in OPTIONS} == {
         "expect", "job", "command", "address", "interface", "port", "tf_port", "timeout",
-        "stop_grace", "verbose", "quiet", "log_format",
+        "stop_grace", "verbose", "quiet", "log_format", "timings",
     }
 
 

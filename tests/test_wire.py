@@ -135,4 +135,10 @@ def test_header_carries_a_64_bit_round():
 
 
 def test_channels_ignore_http_proxies():
-    assert ("grpc.enable_http_proxy", 0) in _wire.CHANNEL_OPTIONS
+    assert ("grpc.enable_http_proxy", 0) in _wire.channel_options()
+
+
+def test_keepalive_follows_the_timings():
+    options = dict(_wire.channel_options(0.5))
+    assert options["grpc.keepalive_time_ms"] == options["grpc.keepalive_timeout_ms"] == 500
+    assert dict(_wire.server_options(0.5))["grpc.http2.min_recv_ping_interval_without_data_ms"] == 250

@@ -4,31 +4,13 @@ This package is the only code that touches protobuf types; everything it hands o
 takes in is a domain object from `rendezvous.core`.
 """
 
-from .client import (
-    Aborted,
-    CoordinatorEvent,
-    Frozen,
-    JoinSession,
-    Redirected,
-    Rejected,
-    Released,
-    SessionLost,
-    Waiting,
-    fetch_status,
-)
+from .client import JoinSession, SessionLost, fetch_status
 from .server import CoordinatorService, bind_server, serve
 
 __all__ = [
-    "Aborted",
-    "CoordinatorEvent",
     "CoordinatorService",
-    "Frozen",
     "JoinSession",
-    "Redirected",
-    "Rejected",
-    "Released",
     "SessionLost",
-    "Waiting",
     "bind_server",
     "fetch_status",
     "serve",

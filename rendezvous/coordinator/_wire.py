@@ -5,35 +5,41 @@ from __future__ import annotations
 import json
 from typing import Iterable, Optional
 
+from ..config import Timings
 from ..core.advert import PROTOCOL_VERSION, Phase
 from ..core.peer import Peer, parse_address
 from ..core.status import NodeStatus
 from ..core.tf_config import Membership
 from ..v1 import rendezvous_pb2 as pb
 
-# HTTP/2 keepalive on every Join stream, both ways: a peer or coordinator that is frozen or
-# cut off (no FIN, no RST) ends its streams within KEEPALIVE_S + KEEPALIVE_TIMEOUT_S instead
-# of holding the round forever. A stream of a live peer carries no data while it waits, so
-# the server must accept pings that come without data.
-KEEPALIVE_S = 5
-KEEPALIVE_TIMEOUT_S = 5
-_KEEPALIVE = [
-    ("grpc.keepalive_time_ms", KEEPALIVE_S * 1000),
-    ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_S * 1000),
-    ("grpc.http2.max_pings_without_data", 0),
-    ("grpc.http2.ping_timeout_ms", KEEPALIVE_TIMEOUT_S * 1000),
-]
 
-# Every channel ignores http(s)_proxy: rendezvous traffic never leaves the cluster.
-CHANNEL_OPTIONS = [("grpc.enable_http_proxy", 0), *_KEEPALIVE]
+def _keepalive(seconds: float) -> list[tuple[str, int]]:
+    """HTTP/2 keepalive on every Join stream, both ways: a peer or coordinator that is
+    frozen or cut off (no FIN, no RST) ends its streams within twice `seconds` instead of
+    holding the round forever. A stream of a live peer carries no data while it waits, so
+    pings must be allowed without data."""
+    ms = max(1, int(seconds * 1000))
+    return [
+        ("grpc.keepalive_time_ms", ms),
+        ("grpc.keepalive_timeout_ms", ms),
+        ("grpc.http2.max_pings_without_data", 0),
+        ("grpc.http2.ping_timeout_ms", ms),
+    ]
 
-SERVER_OPTIONS = [
-    # a second daemon must not share this one's port
-    ("grpc.so_reuseport", 0),
-    *_KEEPALIVE,
-    ("grpc.http2.min_recv_ping_interval_without_data_ms", KEEPALIVE_S * 1000 // 2),
-    ("grpc.http2.max_ping_strikes", 0),
-]
+
+def channel_options(keepalive: float = Timings.keepalive) -> list[tuple[str, int]]:
+    # http(s)_proxy is ignored: rendezvous traffic never leaves the cluster.
+    return [("grpc.enable_http_proxy", 0), *_keepalive(keepalive)]
+
+
+def server_options(keepalive: float = Timings.keepalive) -> list[tuple[str, int]]:
+    return [
+        ("grpc.so_reuseport", 0),  # a second daemon must not share this one's port
+        *_keepalive(keepalive),
+        ("grpc.http2.min_recv_ping_interval_without_data_ms", max(1, int(keepalive * 500))),
+        ("grpc.http2.max_ping_strikes", 0),
+    ]
+
 
 # StatusResponse.rank of a node that is not a member (yet): 0 is a real rank.
 NO_RANK = -1
@@ -108,6 +114,7 @@ def status_from_pb(message: pb.StatusResponse) -> NodeStatus:
         phase=Phase(message.phase),
         round=message.header.round,
         seen=tuple(peer_from_pb(p) for p in message.seen),
+        following=optional_peer_from_pb(message.coordinator) if not members else None,
         membership=membership,
         trainer_pid=pid,
         trainer_uptime=message.trainer_uptime_seconds if pid else None,

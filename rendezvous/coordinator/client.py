@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import Optional, Union
+import time
+from typing import Sequence
 
 import grpc
 
+from ..core.member import Aborted, CoordinatorEvent, Frozen, Redirected, Rejected, Released, Waiting
 from ..core.peer import Peer
 from ..core.status import NodeStatus
 from ..core.tf_config import Membership
@@ -19,44 +20,6 @@ from . import _wire
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class Waiting:
-    joined: tuple[Peer, ...]
-    expect: int
-
-
-@dataclass(frozen=True)
-class Frozen:
-    membership: Membership
-    digest: str  # as the coordinator computed it
-
-
-@dataclass(frozen=True)
-class Released:
-    start_at: float  # seconds since the epoch, by the coordinator's clock
-    delay: float  # the longest a member waits after receiving the release
-
-
-@dataclass(frozen=True)
-class Redirected:
-    coordinator: Optional[Peer]
-    reason: str
-
-
-@dataclass(frozen=True)
-class Rejected:
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True)
-class Aborted:
-    reason: str
-
-
-CoordinatorEvent = Union[Waiting, Frozen, Released, Redirected, Rejected, Aborted]
-
-
 class SessionLost(Exception):
     """The stream to the coordinator ended or could not be opened."""
 
@@ -64,13 +27,13 @@ class SessionLost(Exception):
 class JoinSession:
     """A Join stream from `me` to the coordinator at `endpoint`."""
 
-    def __init__(self, endpoint: str, me: Peer, job: str, round: int, expect: int) -> None:
+    def __init__(self, endpoint: str, me: Peer, job: str, round: int, expect: int, keepalive: float) -> None:
         self.endpoint = endpoint
         self._me = me
         self._job = job
         self._round = round
         self._expect = expect
-        self._channel = grpc.aio.insecure_channel(endpoint, options=_wire.CHANNEL_OPTIONS)
+        self._channel = grpc.aio.insecure_channel(endpoint, options=_wire.channel_options(keepalive))
         self._call = pb_grpc.RendezvousStub(self._channel).Join()
 
     def _message(self, **body: object) -> pb.PeerMessage:
@@ -114,7 +77,8 @@ class JoinSession:
         except ValueError as exc:
             return Aborted(f"coordinator {self.endpoint} sent an invalid member list: {exc}")
         if kind == "release":
-            return Released(message.release.start_at_unix_ns / 1e9, message.release.delay_ns / 1e9)
+            start_in = message.release.start_at_unix_ns / 1e9 - time.time()
+            return Released(start_in, message.release.delay_ns / 1e9)
         if kind == "redirect":
             return Redirected(
                 _wire.optional_peer_from_pb(message.redirect.coordinator), message.redirect.reason
@@ -133,7 +97,7 @@ class JoinSession:
 
 async def fetch_status(endpoint: str, timeout: float) -> NodeStatus:
     """The Status of the daemon at `endpoint`; NoDaemonError if it does not answer in time."""
-    async with grpc.aio.insecure_channel(endpoint, options=_wire.CHANNEL_OPTIONS) as channel:
+    async with grpc.aio.insecure_channel(endpoint, options=_wire.channel_options()) as channel:
         try:
             response = await pb_grpc.RendezvousStub(channel).Status(pb.StatusRequest(), timeout=timeout)
         except grpc.aio.AioRpcError as exc:

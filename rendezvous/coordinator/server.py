@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
-import socket
 import time
 from typing import Callable, Optional
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from ..config import Timings
 from ..core import round as rounds
 from ..core.advert import PROTOCOL_VERSION
 from ..core.peer import Peer
 from ..core.round import Action, RejectReason, Round, RoundPhase, Step
 from ..core.status import NodeStatus
 from ..core.view import Target
+from ..ports import check_port_free
 from ..v1 import rendezvous_pb2 as pb
 from ..v1 import rendezvous_pb2_grpc as pb_grpc
 from . import _wire
@@ -50,13 +50,15 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         job: str,
         expect: int,
         target: Callable[[], Target],
-        status: Optional[Callable[[], NodeStatus]] = None,
+        status: Callable[[], NodeStatus],
+        timings: Timings,
     ) -> None:
         self._me = me
         self._target = target
+        self._status = status
+        self._timings = timings
         self.round = Round(job=job, expect=expect)
         self._outboxes: dict[str, asyncio.Queue[Optional[pb.CoordinatorMessage]]] = {}
-        self._status = status or (lambda: NodeStatus(node=me, job=job, expect=expect))
 
     # -- applying decisions -------------------------------------------------------
 
@@ -89,7 +91,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
             )
             self._broadcast(self._message(frozen=frozen))
         elif step.action is Action.RELEASE:
-            delay = rounds.release_delay(len(state.ready))
+            delay = self._timings.release_delay(len(state.ready))
             log.info("all %d members ready: releasing, start in %.0f ms", len(state.ready), delay * 1e3)
             start_at = time.time_ns() + int(delay * 1e9)
             self._broadcast(self._message(release=pb.Release(start_at_unix_ns=start_at, delay_ns=int(delay * 1e9))))
@@ -184,29 +186,10 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         return self._message(rejected=pb.Rejected(reason=reason, message=message))
 
 
-def check_port_free(host: str, port: int) -> None:
-    """Raise OSError if host:port cannot be bound, found with a plain socket: gRPC would also
-    print a native error line of its own to stderr. Like gRPC's listener, the probe sets
-    SO_REUSEADDR, so a port held only by connections in TIME_WAIT counts as free."""
-    if port == 0:
-        return
-    try:
-        address = ipaddress.ip_address(host.removeprefix("[").removesuffix("]"))
-    except ValueError:
-        return  # not numeric: left to gRPC
-    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((str(address), port))
-        except OSError as exc:
-            raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-
-
-def bind_server(host: str, port: int) -> tuple[grpc.aio.Server, int]:
+def bind_server(host: str, port: int, keepalive: float = Timings.keepalive) -> tuple[grpc.aio.Server, int]:
     """Create a server bound to host:port (0 = any free port); return it and the bound port."""
     check_port_free(host, port)
-    server = grpc.aio.server(options=_wire.SERVER_OPTIONS)
+    server = grpc.aio.server(options=_wire.server_options(keepalive))
     try:
         bound = server.add_insecure_port(f"{host}:{port}")
     except RuntimeError as exc:  # grpc raises RuntimeError when it cannot bind
@@ -219,13 +202,11 @@ def bind_server(host: str, port: int) -> tuple[grpc.aio.Server, int]:
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Rendezvous"].full_name
 
 
-async def serve(server: grpc.aio.Server, service: CoordinatorService) -> health.aio.HealthServicer:
+async def serve(server: grpc.aio.Server, service: CoordinatorService, checker: health.aio.HealthServicer) -> None:
     """Start serving Rendezvous and the standard gRPC health service (grpc.health.v1), both
-    SERVING; call `enter_graceful_shutdown()` on the returned servicer before stopping."""
+    SERVING; call `checker.enter_graceful_shutdown()` before stopping."""
     pb_grpc.add_RendezvousServicer_to_server(service, server)
-    checker = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(checker, server)
     await server.start()
     for name in ("", SERVICE_NAME):
         await checker.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return checker

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Mapping, Optional, Sequence
 
+from .numbers import parse_whole
 from .peer import IPAddress, Peer, parse_address, parse_endpoint
 
 SERVICE_TYPE = "_tfrendezvous._tcp.local."
@@ -99,9 +100,9 @@ def _text(props: Mapping[bytes, Optional[bytes]], key: str) -> str:
 
 def _int(props: Mapping[bytes, Optional[bytes]], key: str, low: int, high: int) -> int:
     text = _text(props, key)
-    if not (text.isdigit() and len(text) <= 20):
+    value = parse_whole(text)
+    if value is None:
         raise InvalidAdvert(f"TXT key {key!r} is not a number: {text!r}")
-    value = int(text)
     if not low <= value <= high:
         raise InvalidAdvert(f"TXT key {key!r} out of range {low}..{high}: {value}")
     return value

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from functools import total_ordering
 from typing import Iterable, Union
 
+from .numbers import parse_whole
+
 IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 
 NODE_ID_PATTERN = re.compile(r"[0-9a-f]{8,32}")
@@ -23,8 +25,9 @@ def parse_address(text: str) -> IPAddress:
 
 def parse_endpoint(text: str) -> tuple[IPAddress, int]:
     """Parse `a.b.c.d:port` or `[v6]:port`; host names are refused like in parse_address."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or len(port) > 5:
+    host, sep, port_text = text.rpartition(":")
+    port = parse_whole(port_text, max_digits=5)
+    if not sep or port is None:
         raise ValueError(f"not an address:port endpoint: {text!r}")
     if host.startswith("[") and host.endswith("]"):
         address = parse_address(host[1:-1])
@@ -34,8 +37,8 @@ def parse_endpoint(text: str) -> tuple[IPAddress, int]:
         address = parse_address(host)
         if address.version != 4:
             raise ValueError(f"an IPv6 endpoint needs brackets: {text!r}")
-    _check_port("port", int(port))
-    return address, int(port)
+    _check_port("port", port)
+    return address, port
 
 
 def _check_port(name: str, value: int) -> None:

@@ -164,21 +164,6 @@ def ready(state: Round, node_id: str, digest: str) -> Step:
     return Step(replace(state, ready=confirmed, phase=RoundPhase.RELEASED), Action.RELEASE)
 
 
-def release_delay(world_size: int) -> float:
-    """Seconds between the release and the common start: time for the release to reach all.
-
-    Sized for the slowest case we measure (every member on one small machine); real hosts
-    receive it in well under a millisecond each.
-    """
-    return 0.02 + 0.005 * world_size
-
-
-def start_delay(start_at: float, delay: float, now: float) -> float:
-    """How long a member waits before starting: until `start_at` by its own clock, but
-    never less than 0 (the release came late) nor more than `delay` (the clocks disagree)."""
-    return min(max(start_at - now, 0.0), delay)
-
-
 def abort(state: Round, reason: str) -> Step:
     if state.phase in (RoundPhase.ABORTED, RoundPhase.RELEASED):
         return Step(state, Action.NOTHING)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from .advert import Phase
-from .peer import Peer, elect_coordinator
+from .peer import Peer
 from .tf_config import Membership, build_tf_config
 from .view import describe_progress
 
@@ -24,8 +24,12 @@ class NodeStatus:
     expect: int
     phase: Phase = Phase.WAITING
     round: int = 1
-    # The peers of the job this node has discovered, itself included.
+    # The live peers of the job this node has discovered, itself included, and those it
+    # suspects of being gone (left out of the election and of the count).
     seen: tuple[Peer, ...] = ()
+    unreachable: tuple[Peer, ...] = ()
+    # The coordinator this node follows while waiting: the one it joins.
+    following: Optional[Peer] = None
     membership: Optional[Membership] = None
     trainer_pid: Optional[int] = None
     trainer_uptime: Optional[float] = None  # seconds since the command started
@@ -33,6 +37,7 @@ class NodeStatus:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "seen", tuple(sorted(self.seen)))
+        object.__setattr__(self, "unreachable", tuple(sorted(self.unreachable)))
 
     @property
     def rank(self) -> Optional[int]:
@@ -45,10 +50,10 @@ class NodeStatus:
 
     @property
     def coordinator(self) -> Optional[Peer]:
-        """The frozen job's worker 0, or while waiting the lowest peer seen so far."""
+        """The frozen job's worker 0, or while waiting the coordinator this node follows."""
         if self.membership is not None:
             return self.membership.coordinator
-        return elect_coordinator(self.seen) if self.seen else None
+        return self.following
 
     @property
     def tf_config(self) -> Optional[dict]:
@@ -78,7 +83,9 @@ def status_line(status: NodeStatus) -> str:
 
 def progress_line(status: NodeStatus) -> str:
     """Who has been seen while waiting: `job 'x': 2/3 peers seen: 10.0.0.9 (...) [coordinator], ...`."""
-    return describe_progress(status.job, status.expect, status.seen or (status.node,))
+    return describe_progress(
+        status.job, status.expect, status.seen or (status.node,), status.coordinator, status.unreachable
+    )
 
 
 def format_duration(seconds: float) -> str:
@@ -111,7 +118,7 @@ def describe_status(status: NodeStatus, daemon_pid: Optional[int] = None) -> str
     if coordinator is None:
         rows.append(("coordinator", "none yet"))
     else:
-        note = "" if status.membership else ", the lowest peer seen so far"
+        note = "" if status.membership else ", the one this node joins"
         rows.append(("coordinator", f"{coordinator.endpoint} ({coordinator.node_id}){note}"))
     if status.membership is None:
         rows.append(("seen", ", ".join(p.describe() for p in status.seen) or status.node.describe()))

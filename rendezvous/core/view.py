@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence, TypeVar
 
 from .advert import Advert, Phase
 from .peer import Peer, describe_peers, elect_coordinator
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -16,23 +18,20 @@ class Target:
     endpoint: str
     peer: Optional[Peer] = None
 
-    @property
-    def is_frozen_job(self) -> bool:
-        return self.peer is None
-
 
 @dataclass(frozen=True)
 class PeerView:
     """The adverts of this node's job that this node has seen, itself included.
 
-    `unreachable` peers are left out of the election: a node killed without a goodbye stays
-    in the mDNS cache for many minutes, and electing it would block the job that long.
-    Hearing from such a peer again (a new advert) makes it a candidate again.
+    `unreachable` peers (node id -> until when) are left out of the election: a node killed
+    without a goodbye stays in the mDNS cache for many minutes, and electing it would block
+    the job that long. Hearing from such a peer again (a new advert) makes it a candidate
+    again.
     """
 
     me: Advert
     others: Mapping[str, Advert] = field(default_factory=dict)
-    unreachable: frozenset[str] = frozenset()
+    unreachable: Mapping[str, float] = field(default_factory=dict)
 
     def seen(self, advert: Advert) -> "PeerView":
         """Add or update a discovered advert. Other jobs are not part of the view."""
@@ -41,25 +40,25 @@ class PeerView:
         return replace(
             self,
             others={**self.others, advert.node_id: advert},
-            unreachable=self.unreachable - {advert.node_id},
+            unreachable=_without(self.unreachable, advert.node_id),
         )
 
     def gone(self, node_id: str) -> "PeerView":
         if node_id not in self.others:
             return self
-        others = dict(self.others)
-        del others[node_id]
-        return replace(self, others=others, unreachable=self.unreachable - {node_id})
+        return replace(
+            self, others=_without(self.others, node_id), unreachable=_without(self.unreachable, node_id)
+        )
 
-    def suspect(self, node_id: str) -> "PeerView":
-        """Leave a peer that cannot be reached out of the election (never this node)."""
+    def suspect(self, node_id: str, until: float) -> "PeerView":
+        """Leave a peer that cannot be reached out of the election until `until` (never
+        this node)."""
         if node_id not in self.others:
             return self
-        return replace(self, unreachable=self.unreachable | {node_id})
+        return replace(self, unreachable={**self.unreachable, node_id: until})
 
-    def trust(self, node_id: str) -> "PeerView":
-        """Make a suspected peer a candidate again."""
-        return replace(self, unreachable=self.unreachable - {node_id})
+    def is_suspected(self, node_id: str, now: float) -> bool:
+        return self.unreachable.get(node_id, now) > now
 
     def with_me(self, me: Advert) -> "PeerView":
         return replace(self, me=me)
@@ -81,8 +80,13 @@ class PeerView:
             if a.expect != self.me.expect
         ]
 
-    def target(self) -> Target:
-        """Whom to join: a frozen job's coordinator if one is advertised, else the lowest peer."""
+    def live_peers(self, now: float) -> list[Peer]:
+        """The peers that count: every one seen but those suspected of being gone."""
+        return sorted(a.peer for a in self.adverts if not self.is_suspected(a.node_id, now))
+
+    def target(self, now: float) -> Target:
+        """Whom to join: a frozen job's coordinator if one is advertised, else the lowest
+        live peer."""
         frozen = sorted(
             (a for a in self.others.values() if a.phase is not Phase.WAITING and a.coordinator),
             key=lambda a: a.peer,
@@ -91,14 +95,11 @@ class PeerView:
             endpoint = frozen[0].coordinator or ""
             known = [p for p in self.peers if p.endpoint == endpoint]
             return Target(endpoint, known[0] if known else None)
-        candidates = [a.peer for a in self.adverts if a.node_id not in self.unreachable]
-        coordinator = elect_coordinator(candidates)
+        coordinator = elect_coordinator(self.live_peers(now))
         return Target(coordinator.endpoint, coordinator)
 
-    def progress(self) -> str:
-        """One line: how many of how many peers were seen, and who."""
-        unreachable = [a.peer for a in self.others.values() if a.node_id in self.unreachable]
-        return describe_progress(self.me.job, self.me.expect, self.peers, self.target().peer, unreachable)
+    def suspected(self, now: float) -> list[Peer]:
+        return sorted(a.peer for a in self.others.values() if self.is_suspected(a.node_id, now))
 
     def missing_summary(self) -> str:
         """For the timeout message: who was seen, and how many never appeared."""
@@ -107,6 +108,10 @@ class PeerView:
             f"saw {len(self.peers)} of {self.me.expect} peers of job {self.me.job!r}: "
             f"{describe_peers(self.peers)}; {missing} never appeared"
         )
+
+
+def _without(mapping: Mapping[str, T], key: str) -> dict[str, T]:
+    return {k: v for k, v in mapping.items() if k != key}
 
 
 def describe_progress(
@@ -118,13 +123,12 @@ def describe_progress(
 ) -> str:
     """`job 'x': 2/3 peers seen: 10.0.0.9 (...) [coordinator], 10.0.0.10 (...)`.
 
-    The coordinator is the lowest peer unless given (an unreachable one is skipped)."""
-    peers = sorted(peers)
-    if coordinator is None and peers:
-        coordinator = elect_coordinator(peers)
+    `peers` are the live ones; `unreachable` ones are listed after them, marked and not
+    counted. `coordinator` is the one this node follows, marked wherever it is."""
 
     def name(p: Peer) -> str:
         mark = " [coordinator]" if p == coordinator else " [unreachable]" if p in unreachable else ""
         return p.describe() + mark
 
-    return f"job {job!r}: {len(peers)}/{expect} peers seen: " + ", ".join(map(name, peers))
+    listed = sorted(peers) + sorted(p for p in unreachable if p not in peers)
+    return f"job {job!r}: {len(peers)}/{expect} peers seen: " + ", ".join(map(name, listed))

@@ -1,4 +1,4 @@
-"""DNS-SD over mDNS (python-zeroconf): advertise this node, discover the others.
+"""Discovery over mDNS/DNS-SD (python-zeroconf): advertise this node, discover the others.
 
 Zeroconf binds only the chosen address. Browser callbacks only enqueue; one task resolves
 services and hands decoded adverts to the caller. Junk records are logged and ignored.
@@ -9,40 +9,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
-from typing import Callable, Optional, Union
+from typing import Callable, Optional
 
 from zeroconf import DNSQuestionType, IPVersion, ServiceStateChange
 from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZeroconf
 
-from .core.advert import SERVICE_TYPE, Advert, InvalidAdvert, decode_advert
-from .core.peer import IPAddress
-from .errors import AddressError
+from ..config import Timings
+from ..core.advert import SERVICE_TYPE, Advert, InvalidAdvert, decode_advert
+from ..core.peer import IPAddress
+from ..errors import AddressError
+from . import Discovery, DiscoveryEvent, Gone, Seen
 
 log = logging.getLogger(__name__)
 
-RESOLVE_TIMEOUT_MS = 3000
-GOODBYE_TIMEOUT = 1.0
-
-
-@dataclass(frozen=True)
-class Seen:
-    advert: Advert
-
-
-@dataclass(frozen=True)
-class Gone:
-    node_id: str
-
-
-DiscoveryEvent = Union[Seen, Gone]
 
 
 def _node_id_of(name: str) -> str:
     return name[: -len(SERVICE_TYPE) - 1] if name.endswith("." + SERVICE_TYPE) else name
 
 
-class Discovery:
+class MdnsDiscovery(Discovery):
     """Advertises `advert` on `address` and reports every other rendezvous node it sees,
     of every job; with `advert=None` it advertises nothing and only browses."""
 
@@ -51,8 +37,10 @@ class Discovery:
         address: IPAddress,
         advert: Optional[Advert],
         on_event: Callable[[DiscoveryEvent], None],
+        timings: Timings = Timings(),
     ) -> None:
         self._address = address
+        self._timings = timings
         self._advert = advert
         self._on_event = on_event
         self._zc: Optional[AsyncZeroconf] = None
@@ -111,9 +99,9 @@ class Discovery:
             if self._info is not None:
                 goodbyes_sent = await self._zc.async_unregister_service(self._info)
                 try:
-                    await asyncio.wait_for(goodbyes_sent, GOODBYE_TIMEOUT)
+                    await asyncio.wait_for(goodbyes_sent, self._timings.goodbye_timeout)
                 except asyncio.TimeoutError:
-                    log.debug("goodbye packets not confirmed within %ss", GOODBYE_TIMEOUT)
+                    log.debug("goodbye packets not confirmed within %ss", self._timings.goodbye_timeout)
             await self._zc.async_close()
             self._zc = None
 
@@ -149,7 +137,8 @@ class Discovery:
         assert self._zc is not None
         info = AsyncServiceInfo(SERVICE_TYPE, name)
         try:
-            if not await info.async_request(self._zc.zeroconf, RESOLVE_TIMEOUT_MS, self._question_type):
+            timeout_ms = int(self._timings.resolve_timeout * 1000)
+            if not await info.async_request(self._zc.zeroconf, timeout_ms, self._question_type):
                 log.debug("could not resolve %s", name)
                 return None
             addresses = info.parsed_addresses(
@@ -161,23 +150,3 @@ class Discovery:
         except Exception:  # a malformed record must never take the daemon down
             log.debug("ignoring service %s: could not decode it", name, exc_info=True)
         return None
-
-
-async def browse(address: IPAddress, seconds: float) -> list[Advert]:
-    """Every valid rendezvous advert heard on `address` within `seconds`, the latest of each
-    node, nodes that said goodbye left out; sorted by job, then address."""
-    adverts: dict[str, Advert] = {}
-
-    def on_event(event: DiscoveryEvent) -> None:
-        if isinstance(event, Seen):
-            adverts[event.advert.node_id] = event.advert
-        elif isinstance(event, Gone):
-            adverts.pop(event.node_id, None)
-
-    discovery = Discovery(address, None, on_event)
-    await discovery.start()
-    try:
-        await asyncio.sleep(seconds)
-    finally:
-        await discovery.close()
-    return sorted(adverts.values(), key=lambda a: (a.job, a.peer))

@@ -1,0 +1,68 @@
+"""How nodes find each other: the interface every discovery mechanism implements.
+
+A discovery advertises this node's `Advert` and reports every rendezvous node it hears
+of, of every job, as `Seen` and `Gone` events to one callback on the node's event loop.
+`mdns` is the zero-config implementation; tests plug in-memory ones into `Node`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Callable, Optional, Union
+
+from ..core.advert import Advert
+from ..core.peer import IPAddress
+
+
+@dataclass(frozen=True)
+class Seen:
+    advert: Advert
+
+
+@dataclass(frozen=True)
+class Gone:
+    node_id: str
+
+
+DiscoveryEvent = Union[Seen, Gone]
+
+
+class Discovery:
+    """Advertise one advert (or none: only listen), report what is heard."""
+
+    async def start(self) -> None:
+        """Advertise and start listening; AddressError if the address cannot be used."""
+        raise NotImplementedError
+
+    async def update(self, advert: Advert) -> None:
+        """Announce a changed advert (phase, coordinator)."""
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Say goodbye, so that peers drop this node at once, and stop listening."""
+        raise NotImplementedError
+
+
+#: Builds a discovery: (address, advert or None, event callback) -> Discovery.
+DiscoveryFactory = Callable[[IPAddress, Optional[Advert], Callable[[DiscoveryEvent], None]], Discovery]
+
+
+async def browse(factory: DiscoveryFactory, address: IPAddress, seconds: float) -> list[Advert]:
+    """Every valid rendezvous advert heard on `address` within `seconds`, the latest of each
+    node, nodes that said goodbye left out; sorted by job, then address."""
+    adverts: dict[str, Advert] = {}
+
+    def on_event(event: DiscoveryEvent) -> None:
+        if isinstance(event, Seen):
+            adverts[event.advert.node_id] = event.advert
+        else:
+            adverts.pop(event.node_id, None)
+
+    discovery = factory(address, None, on_event)
+    await discovery.start()
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        await discovery.close()
+    return sorted(adverts.values(), key=lambda a: (a.job, a.peer))

@@ -1,0 +1,128 @@
+"""What a node opens once at startup and closes once at shutdown:
+
+    bind   address -> TF port reservation -> gRPC server port
+    start  serve (+ the health service) -> advert + discovery -> runtime file for `status`
+    close  TF port, [the round's command and stream], runtime file, gRPC server, mDNS goodbye
+
+Rounds come and go in between; these stay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional, Protocol
+
+import grpc
+from grpc_health.v1 import health
+
+from . import runtime
+from .address import choose_address
+from .config import JoinConfig
+from .coordinator import CoordinatorService, JoinSession, bind_server, serve
+from .core.advert import Advert
+from .core.peer import Peer
+from .core.status import NodeStatus
+from .core.view import PeerView, Target
+from .discovery import Discovery, DiscoveryEvent, DiscoveryFactory
+from .errors import AddressError
+from .launcher import check_command
+from .ports import PortReservation
+
+log = logging.getLogger(__name__)
+
+
+class SessionFactory(Protocol):
+    def __call__(self, endpoint: str, me: Peer, job: str, round: int, expect: int, keepalive: float) -> JoinSession: ...
+
+
+@dataclass
+class Resources:
+    me: Peer
+    view: PeerView  # replaced, never changed, by `update_view`
+    reservation: PortReservation
+    server: grpc.aio.Server
+    health: health.aio.HealthServicer
+    service: CoordinatorService
+    discovery: Discovery
+    on_view: Callable[[], None]  # after every change of the view
+    registration: Optional[Path] = None
+    view_changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def update_view(self, view: PeerView) -> None:
+        self.view = view
+        self.service.follow(view.target(time.monotonic()))
+        self.view_changed.set()
+        self.on_view()
+
+    async def start(self, config: JoinConfig) -> None:
+        """Serve, advertise, and register for `rendezvous status`."""
+        await serve(self.server, self.service, self.health)
+        await self.discovery.start()
+        self.registration = runtime.register(
+            runtime.Registration(self.me.node_id, os.getpid(), config.job, self.me.endpoint, runtime.current_netns()),
+            runtime.candidate_directories(os.environ, os.getuid()),
+        )
+
+    async def close(self, *first: tuple[str, Optional[Callable[[], object]]]) -> None:
+        """Close everything in order, after the `first` steps (the current round's)."""
+        await run_all(
+            ("release the TF port", self.reservation.release),
+            *first,
+            ("remove the runtime file", lambda: runtime.unregister(self.registration)),
+            ("stop the health service", self.health.enter_graceful_shutdown),
+            ("stop the gRPC server", lambda: self.server.stop(grace=0.5)),
+            ("say goodbye over mDNS", self.discovery.close),
+        )
+
+
+def bind_resources(
+    config: JoinConfig,
+    node_id: str,
+    make_discovery: DiscoveryFactory,
+    on_discovery: Callable[[DiscoveryEvent], None],
+    status: Callable[[], NodeStatus],
+    on_view: Callable[[], None],
+) -> Resources:
+    """Choose the address, take the ports and build everything else, started by
+    `Resources.start`. Fails before the network hears of this node, releasing the ports."""
+    choice = choose_address(config.address, config.interface)
+    address = choice.address
+    log.info("node %s uses %s: %s", node_id, address, choice.reason)
+    check_command(config.command)
+    reservation = PortReservation(config.tf_port, ipv6=address.version == 6)
+    host = f"[{address}]" if address.version == 6 else str(address)
+    try:
+        server, port = bind_server(host, config.port, config.timings.keepalive)
+    except OSError as exc:
+        reservation.release()
+        raise AddressError(f"--port {config.port}: {exc}") from None
+    me = Peer(node_id=node_id, address=address, port=port, tf_port=reservation.port)
+    view = PeerView(Advert(peer=me, job=config.job, expect=config.expect))
+
+    def target() -> Target:
+        return resources.view.target(time.monotonic())
+
+    service = CoordinatorService(me, config.job, config.expect, target, status, config.timings)
+    discovery = make_discovery(address, view.me, on_discovery)
+    resources = Resources(me, view, reservation, server, health.aio.HealthServicer(), service, discovery, on_view)
+    return resources
+
+
+async def run_all(*steps: tuple[str, Optional[Callable[[], object]]]) -> None:
+    """Run every step in order, even after one fails: whatever broke before, the command
+    must be stopped and the goodbye must go out."""
+    for name, step in steps:
+        if step is None:
+            continue
+        try:
+            result = step()
+            if inspect.isawaitable(result):
+                await result
+        except Exception:
+            log.warning("could not %s", name, exc_info=True)

@@ -1,0 +1,215 @@
+"""Tests of rendezvous.core.member: the member's side of one round."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rendezvous.core.member import (
+    Aborted,
+    Confirm,
+    Fail,
+    Frozen,
+    Lost,
+    Member,
+    MemberPhase,
+    Redirected,
+    Rejected,
+    Rejoin,
+    Released,
+    Start,
+    TargetChanged,
+    Wait,
+    Waiting,
+    start_delay,
+    step,
+)
+from rendezvous.core.peer import Peer
+from rendezvous.core.tf_config import Membership
+from rendezvous.errors import CoordinatorError, MembershipError
+
+ip = ipaddress.ip_address
+
+
+def peer(address: str, node_id: str, port: int = 7000) -> Peer:
+    return Peer(node_id=node_id, address=ip(address), port=port, tf_port=9000)
+
+
+A = peer("10.0.0.9", "aaaaaaaa")
+ME = peer("10.0.0.10", "bbbbbbbb")
+C = peer("10.0.0.100", "cccccccc")
+MEMBERSHIP = Membership.freeze("j", 1, [A, ME, C])
+
+
+def joining(target: Peer = A) -> Member:
+    return Member(ME, suspect_after=3.0, suspect_for=30.0).joining(target.endpoint, target)
+
+
+def frozen() -> Member:
+    return step(joining(), Frozen(MEMBERSHIP, MEMBERSHIP.digest), 0.0).state
+
+
+def test_waiting_changes_nothing():
+    result = step(joining(), Waiting((A, ME), 3), 0.0)
+    assert result.action == Wait()
+    assert result.state.phase is MemberPhase.JOINING
+
+
+def test_a_frozen_list_with_me_is_confirmed():
+    result = step(joining(), Frozen(MEMBERSHIP, MEMBERSHIP.digest), 0.0)
+    assert result.action == Confirm(MEMBERSHIP)
+    assert result.state.phase is MemberPhase.FROZEN
+    assert result.state.membership == MEMBERSHIP
+
+
+def test_a_frozen_list_without_me_fails_naming_the_members():
+    membership = Membership.freeze("j", 1, [A, C])
+    result = step(joining(), Frozen(membership, membership.digest), 0.0)
+    assert isinstance(result.action, Fail)
+    assert isinstance(result.action.error, CoordinatorError)
+    assert "without this node" in str(result.action.error) and "10.0.0.100" in str(result.action.error)
+    assert result.state.phase is MemberPhase.FAILED
+
+
+def test_a_frozen_list_with_me_as_someone_else_fails():
+    moved = peer("10.0.0.10", "bbbbbbbb", port=7001)
+    membership = Membership.freeze("j", 1, [A, moved])
+    result = step(joining(), Frozen(membership, membership.digest), 0.0)
+    assert isinstance(result.action, Fail)
+    assert "froze this node as" in str(result.action.error)
+
+
+def test_release_after_the_freeze_starts_after_the_delay():
+    result = step(frozen(), Released(start_in=0.03, delay=0.05), 0.0)
+    assert result.action == Start(pytest.approx(0.03))
+    assert result.state.phase is MemberPhase.RELEASED
+
+
+def test_release_before_the_freeze_fails():
+    result = step(joining(), Released(0.01, 0.05), 0.0)
+    assert isinstance(result.action, Fail)
+    assert "released before freezing" in str(result.action.error)
+
+
+def test_redirect_before_the_freeze_rejoins():
+    assert step(joining(), Redirected(None, "lower peer"), 0.0).action == Rejoin()
+
+
+def test_redirect_after_the_freeze_fails():
+    result = step(frozen(), Redirected(None, "lower peer"), 0.0)
+    assert isinstance(result.action, Fail)
+    assert isinstance(result.action.error, CoordinatorError)
+    assert "redirected after the freeze" in str(result.action.error)
+
+
+def test_rejected_fails_with_a_membership_error_carrying_the_message():
+    result = step(joining(), Rejected("ALREADY_FROZEN", "job 'j' is already released"), 0.0)
+    assert isinstance(result.action.error, MembershipError)
+    assert str(result.action.error) == "job 'j' is already released"
+
+
+@pytest.mark.parametrize("state", [joining(), frozen()], ids=["joining", "frozen"])
+def test_aborted_fails_with_the_reason(state):
+    result = step(state, Aborted("member 10.0.0.9 left before the start"), 0.0)
+    assert isinstance(result.action.error, CoordinatorError)
+    assert "aborted the round: member 10.0.0.9 left" in str(result.action.error)
+
+
+def test_a_lost_stream_after_the_freeze_fails():
+    result = step(frozen(), Lost("closed"), 0.0)
+    assert isinstance(result.action.error, CoordinatorError)
+    assert "after the freeze: closed" in str(result.action.error)
+
+
+def test_a_coordinator_that_stays_unreachable_is_suspected_after_suspect_after():
+    state = joining()
+    first = step(state, Lost("refused"), 10.0)
+    assert first.action == Rejoin()
+    again = step(first.state.joining(A.endpoint, A), Lost("refused"), 12.9)
+    assert again.action == Rejoin()  # not yet 3 s
+    late = step(again.state.joining(A.endpoint, A), Lost("refused"), 13.0)
+    assert late.action == Rejoin(suspect=A, until=43.0)
+    assert late.state.failing is None
+
+
+def test_failing_counts_per_endpoint():
+    first = step(joining(A), Lost("refused"), 10.0).state
+    other = step(first.joining(C.endpoint, C), Lost("refused"), 20.0)
+    assert other.action == Rejoin()  # C has just started failing
+    assert other.state.failing == (C.endpoint, 20.0)
+
+
+def test_hearing_from_the_coordinator_clears_the_failure():
+    first = step(joining(), Lost("refused"), 10.0).state
+    heard = step(first.joining(A.endpoint, A), Waiting((A,), 3), 11.0).state
+    assert heard.failing is None
+    assert step(heard, Lost("closed"), 20.0).action == Rejoin()
+
+
+def test_i_never_suspect_myself():
+    state = joining(ME)
+    state = step(state, Lost("refused"), 0.0).state
+    assert step(state.joining(ME.endpoint, ME), Lost("refused"), 100.0).action == Rejoin()
+
+
+def test_an_endpoint_without_a_known_peer_is_never_suspected():
+    state = Member(ME, 3.0, 30.0).joining("10.0.0.1:7000", None)
+    state = step(state, Lost("refused"), 0.0).state
+    assert step(state, Lost("refused"), 100.0).action == Rejoin()
+
+
+def test_a_new_target_before_the_freeze_rejoins():
+    assert step(joining(A), TargetChanged(C.endpoint), 0.0).action == Rejoin()
+    assert step(joining(A), TargetChanged(A.endpoint), 0.0).action == Wait()
+
+
+def test_conflicts_before_the_freeze_fail_with_every_message():
+    result = step(joining(), TargetChanged(A.endpoint, ("one", "two")), 0.0)
+    assert isinstance(result.action.error, MembershipError)
+    assert str(result.action.error) == "one; two"
+
+
+def test_after_the_freeze_discovery_no_longer_matters():
+    assert step(frozen(), TargetChanged(C.endpoint, ("conflict",)), 0.0).action == Wait()
+
+
+@pytest.mark.parametrize(
+    "event",
+    [Waiting((), 3), Lost("x"), Aborted("x"), Released(0, 0), TargetChanged("x")],
+)
+def test_after_release_or_failure_nothing_changes(event):
+    released = step(frozen(), Released(0.0, 0.05), 0.0).state
+    failed = step(joining(), Rejected("X", "no"), 0.0).state
+    for state in (released, failed):
+        assert step(state, event, 1.0) == type(step(state, event, 1.0))(state, Wait())
+
+
+# -- the common start time -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "start_in, delay, expected",
+    [
+        (0.05, 0.05, 0.05),  # on time: wait until the common start
+        (0.03, 0.05, 0.03),  # released a little late: wait less
+        (-0.25, 0.05, 0.0),  # released after the start: go at once
+        (50.0, 0.05, 0.05),  # our clock is far behind: never wait more than delay
+    ],
+)
+def test_start_delay(start_in, delay, expected):
+    assert start_delay(start_in, delay) == pytest.approx(expected)
+
+
+@given(st.floats(-1e6, 1e6), st.floats(0, 10))
+def test_start_delay_is_bounded(start_in, delay):
+    assert 0.0 <= start_delay(start_in, delay) <= delay
+
+
+def test_release_delay_grows_with_the_job():
+    from rendezvous.config import Timings
+
+    timings = Timings()
+    assert 0 < timings.release_delay(1) < timings.release_delay(2) < timings.release_delay(16) < 1.0

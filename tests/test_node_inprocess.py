@@ -1,0 +1,218 @@
+"""Node in one process, with its collaborators replaced: an in-memory discovery bus, scripted
+Join sessions or real gRPC between in-process nodes, and real gated commands.
+
+These reach the paths that only misbehaving peers reach: a digest that differs, a redirect
+after the freeze, an aborted round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import pytest
+
+from rendezvous.config import JoinConfig, Timings
+from rendezvous.coordinator import JoinSession
+from rendezvous.core.advert import Advert, Phase
+from rendezvous.core.member import Aborted, Frozen, Redirected, Released, Waiting
+from rendezvous.core.peer import Peer
+from rendezvous.core.tf_config import Membership
+from rendezvous.discovery import Discovery, Gone, Seen
+from rendezvous.errors import CoordinatorError
+from rendezvous.node import Node
+
+FAST = Timings(keepalive=1.0, retry_interval=0.05, advertise_delay=0.0, conflict_linger=0.0)
+
+
+class Bus:
+    """Discovery for nodes of one process: every advert reaches every other node."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, "BusDiscovery"] = {}
+
+    def discovery(self, address, advert: Optional[Advert], on_event) -> "BusDiscovery":
+        return BusDiscovery(self, advert, on_event)
+
+    def send(self, sender: str, event) -> None:
+        for node_id, node in list(self.nodes.items()):
+            if node_id != sender:
+                asyncio.get_running_loop().call_soon(node.on_event, event)
+
+
+class BusDiscovery(Discovery):
+    def __init__(self, bus: Bus, advert: Advert, on_event) -> None:
+        self.bus, self.advert, self.on_event = bus, advert, on_event
+
+    async def start(self) -> None:
+        for other in self.bus.nodes.values():
+            asyncio.get_running_loop().call_soon(self.on_event, Seen(other.advert))
+        self.bus.nodes[self.advert.node_id] = self
+        self.bus.send(self.advert.node_id, Seen(self.advert))
+
+    async def update(self, advert: Advert) -> None:
+        self.advert = advert
+        self.bus.send(advert.node_id, Seen(advert))
+
+    async def close(self) -> None:
+        self.bus.nodes.pop(self.advert.node_id, None)
+        self.bus.send(self.advert.node_id, Gone(self.advert.node_id))
+
+
+class ScriptedSession:
+    """A coordinator that says what the test wants: `script(me)` lists the events."""
+
+    def __init__(self, events: list) -> None:
+        self.events: asyncio.Queue = asyncio.Queue()
+        for event in events:
+            self.events.put_nowait(event)
+        self.sent: list = []
+
+    async def join(self) -> None:
+        self.sent.append("join")
+
+    async def ready(self, digest: str) -> None:
+        self.sent.append(("ready", digest))
+
+    async def finished(self, code: int) -> None:
+        self.sent.append(("finished", code))
+
+    async def receive(self):
+        return await self.events.get()
+
+    async def close(self) -> None:
+        pass
+
+
+def scripted(script, sessions: list):
+    def connect(endpoint: str, me: Peer, job: str, round: int, expect: int, keepalive: float):
+        session = ScriptedSession(script(me))
+        sessions.append(session)
+        return session
+
+    return connect
+
+
+def config(tmp_path: Path, host: int, expect: int = 1, **kwargs) -> JoinConfig:
+    marker = tmp_path / f"ran-{host}.json"
+    command = (sys.executable, "-c", f"import json, os; json.dump(dict(os.environ), open({str(marker)!r}, 'w'))")
+    return JoinConfig(expect=expect, job="inproc", address=f"127.0.0.{host}", command=command,
+                      timeout=20.0, timings=FAST, **kwargs)
+
+
+@pytest.fixture(autouse=True)
+def _runtime_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("RENDEZVOUS_RUNTIME_DIR", str(tmp_path / "run"))
+
+
+def ran(tmp_path: Path, host: int) -> Optional[dict]:
+    marker = tmp_path / f"ran-{host}.json"
+    return json.loads(marker.read_text()) if marker.exists() else None
+
+
+async def run_nodes(*nodes: Node) -> list:
+    return await asyncio.wait_for(asyncio.gather(*(n.run() for n in nodes), return_exceptions=True), 30)
+
+
+def test_two_nodes_in_one_process_run_their_commands_with_one_list(tmp_path):
+    bus = Bus()
+    nodes = [Node(config(tmp_path, h, expect=2), discovery=bus.discovery) for h in (21, 22)]
+    assert asyncio.run(run_nodes(*nodes)) == [0, 0]
+    envs = [ran(tmp_path, 21), ran(tmp_path, 22)]
+    assert envs[0]["TF_CONFIG"].replace('"index":0', '"index":1') == envs[1]["TF_CONFIG"]
+    assert [e["RENDEZVOUS_RANK"] for e in envs] == ["0", "1"]
+
+
+class LyingSession(JoinSession):
+    """Confirms the frozen list with a digest of its own making."""
+
+    async def ready(self, digest: str) -> None:
+        await super().ready("0" * 64)
+
+
+def test_a_member_whose_digest_differs_aborts_the_round_and_no_command_runs(tmp_path):
+    bus = Bus()
+    honest = Node(config(tmp_path, 23, expect=2), discovery=bus.discovery)
+    liar = Node(config(tmp_path, 24, expect=2), discovery=bus.discovery, connect=LyingSession)
+    results = asyncio.run(run_nodes(honest, liar))
+    for result in results:
+        assert isinstance(result, CoordinatorError) and result.exit_code == 6
+        assert "computed cluster digest 000000000000" in str(result)
+    assert ran(tmp_path, 23) is None and ran(tmp_path, 24) is None
+
+
+def frozen_alone(me: Peer) -> Frozen:
+    membership = Membership.freeze("inproc", 1, [me])
+    return Frozen(membership, membership.digest)
+
+
+def test_a_redirect_after_the_freeze_fails_with_exit_6_and_the_armed_command_never_runs(tmp_path):
+    sessions: list = []
+    connect = scripted(lambda me: [Waiting((me,), 1), frozen_alone(me), Redirected(None, "changed my mind")], sessions)
+    node = Node(config(tmp_path, 25), discovery=Bus().discovery, connect=connect)
+    (result,) = asyncio.run(run_nodes(node))
+    assert isinstance(result, CoordinatorError) and result.exit_code == 6
+    assert "redirected after the freeze" in str(result)
+    assert ("ready", frozen_alone(node.view.me.peer).membership.digest) in sessions[0].sent
+    assert ran(tmp_path, 25) is None
+
+
+@pytest.mark.parametrize("freeze_first", [False, True], ids=["gathering", "frozen"])
+def test_an_aborted_round_fails_with_exit_6_and_the_command_never_runs(tmp_path, freeze_first):
+    def script(me):
+        return [*([frozen_alone(me)] if freeze_first else []), Aborted("member 10.0.0.9 left before the start")]
+
+    node = Node(config(tmp_path, 26), discovery=Bus().discovery, connect=scripted(script, []))
+    (result,) = asyncio.run(run_nodes(node))
+    assert isinstance(result, CoordinatorError) and result.exit_code == 6
+    assert "aborted the round: member 10.0.0.9 left before the start" in str(result)
+    assert ran(tmp_path, 26) is None
+
+
+def test_a_release_runs_the_command_and_reports_its_exit_code(tmp_path):
+    sessions: list = []
+    connect = scripted(lambda me: [frozen_alone(me), Released(0.0, 0.05)], sessions)
+    node = Node(config(tmp_path, 27), discovery=Bus().discovery, connect=connect)
+    assert asyncio.run(run_nodes(node)) == [0]
+    assert ran(tmp_path, 27)["RENDEZVOUS_WORLD_SIZE"] == "1"
+    assert sessions[0].sent[-1] == ("finished", 0)
+
+
+def other(address: str, node_id: str, phase: Phase = Phase.WAITING, coordinator: Optional[str] = None) -> Advert:
+    import ipaddress
+
+    peer = Peer(node_id=node_id, address=ipaddress.ip_address(address), port=7000, tf_port=9000)
+    return Advert(peer=peer, job="inproc", expect=3, phase=phase, coordinator=coordinator)
+
+
+def test_status_shows_the_coordinator_this_node_follows_and_leaves_suspects_out(tmp_path):
+    """What is shown is what the node does: a frozen job's coordinator, even when a lower
+    peer is seen; a suspected peer neither counted nor marked coordinator."""
+
+    async def scenario():
+        node = Node(config(tmp_path, 28, expect=3), discovery=Bus().discovery, connect=scripted(lambda me: [], []))
+        task = asyncio.create_task(node.run())
+        await asyncio.sleep(0.3)
+        lowest = other("127.0.0.2", "aaaaaaaa")
+        running = other("127.0.0.30", "cccccccc", Phase.RUNNING, "127.0.0.30:7000")
+        node._on_discovery(Seen(lowest))
+        node._on_discovery(Seen(running))
+        frozen_job = node.status()
+        node._res.update_view(node.view.suspect("aaaaaaaa", until=float("inf")))
+        suspected = node.status()
+        node._on_signal(15)
+        await task
+        return frozen_job, suspected
+
+    frozen_job, suspected = asyncio.run(scenario())
+    assert frozen_job.coordinator.node_id == "cccccccc", "follows the frozen job, not the lowest"
+    assert suspected.seen == tuple(sorted([suspected.node, other("127.0.0.30", "cccccccc").peer]))
+    assert [p.node_id for p in suspected.unreachable] == ["aaaaaaaa"]
+    from rendezvous.core.status import progress_line
+
+    line = progress_line(suspected)
+    assert "2/3 peers seen" in line and "127.0.0.2 (aaaaaaaa) [unreachable]" in line
+    assert "127.0.0.30 (cccccccc) [coordinator]" in line

@@ -170,6 +170,24 @@ def _log_format_problem(value: object) -> Optional[str]:
     return f"must be one of {', '.join(LOG_FORMATS)}, got {value!r}"
 
 
+def _restarts_problem(value: object) -> Optional[str]:
+    if _is_whole(value) and 0 <= value <= 1000:  # type: ignore[operator]
+        return None
+    return f"must be a whole number from 0 (never restart) to 1000, got {value!r}"
+
+
+def _positive_seconds_problem(value: object) -> Optional[str]:
+    if _is_number(value) and value > 0 and math.isfinite(value):  # type: ignore[operator]
+        return None
+    return f"must be a positive number of seconds, got {value!r}"
+
+
+def _codes_problem(value: object) -> Optional[str]:
+    if isinstance(value, (tuple, list, frozenset)) and all(_is_whole(c) and 0 <= c <= 255 for c in value):
+        return None
+    return f"must be exit codes from 0 to 255, separated by commas, got {value!r}"
+
+
 def _timings_problem(value: object) -> Optional[str]:
     return None if isinstance(value, Timings) else f"must be NAME=SECONDS pairs, got {value!r}"
 
@@ -202,6 +220,13 @@ def parse_command(text: str) -> tuple[str, ...]:
         return tuple(shlex.split(text))
     except ValueError as exc:
         raise ValueError(f"cannot be split like a shell command line ({exc})") from None
+
+
+def parse_codes(text: str) -> Optional[frozenset[int]]:
+    """`2,126,127` -> the codes; an empty text is no code at all; None if not codes."""
+    words = [w.strip() for w in text.split(",") if w.strip()]
+    codes = [parse_whole(w) for w in words]
+    return None if None in codes else frozenset(codes)  # type: ignore[arg-type]
 
 
 def parse_timings(pairs: object) -> Timings:
@@ -241,6 +266,7 @@ class Kind(Enum):
     FLAG = "flag"
     COUNT = "count"  # -v, -vv; as a variable or key: the number
     COMMAND = "command"
+    CODES = "codes"  # exit codes: 2,126,127
     TIMINGS = "timings"
 
 
@@ -291,7 +317,20 @@ OPTIONS: tuple[Option, ...] = (
            help="port for this node's TensorFlow worker (default: a free port, checked on "
                 "all interfaces as TensorFlow listens on all of them)"),
     Option("stop_grace", Kind.SECONDS, _grace_problem, 10.0, group="launch", metavar="SECONDS",
-           help="on SIGINT/SIGTERM, time the command gets between SIGTERM and SIGKILL (default: 10)"),
+           help="when the command is stopped (SIGINT/SIGTERM, an aborted round), time it gets "
+                "between SIGTERM and SIGKILL (default: 10)"),
+    Option("max_restarts", Kind.WHOLE, _restarts_problem, 3, group="launch", metavar="N",
+           help="after a failure (a command exits non-zero, a node is lost or frozen), stop the "
+                "command on every node and start a new round this many times at most; 0: never "
+                "(default: 3)"),
+    Option("no_restart_on", Kind.CODES, _codes_problem, frozenset({2, 126, 127}), group="launch",
+           metavar="CODES",
+           help="exit codes a restart cannot fix: a command exiting with one ends the job on every "
+                "node with that code (default: 2,126,127; '' for none)"),
+    Option("liveness_timeout", Kind.SECONDS, _positive_seconds_problem, 5.0, group="launch",
+           metavar="SECONDS",
+           help="a node not heard from this long while the commands run (frozen, cut off), or a "
+                "command stopped this long, fails the round (default: 5)"),
     Option("verbose", Kind.COUNT, _verbose_problem, 0, group="output", short="-v",
            help="more log output: -v debug lines, -vv also zeroconf's and gRPC's (at most -vv: "
                 "more is an error)"),

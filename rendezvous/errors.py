@@ -39,6 +39,15 @@ class CoordinatorError(RendezvousError):
     exit_code = 6
 
 
+class JobFailed(CoordinatorError):
+    """The job's last round failed and no restart follows. Exits with the failed command's
+    exit code, or 6 when no command failed (a node was lost)."""
+
+    def __init__(self, message: str, exit_code: int = CoordinatorError.exit_code) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 class LaunchError(RendezvousError):
     """The command could not be started."""
 

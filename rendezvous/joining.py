@@ -19,7 +19,8 @@ from .config import JoinConfig
 from .coordinator import JoinSession, SessionLost
 from .core import member as machine
 from .core.advert import Phase
-from .core.member import Member, MemberEvent
+from .core.member import Member, MemberAction, MemberEvent, RoundEnd
+from .core.round import ROUND_FAILED
 from .core.peer import Peer
 from .core.tf_config import Membership, launch_environment
 from .errors import MembershipError
@@ -30,8 +31,9 @@ log = logging.getLogger(__name__)
 
 
 class Joiner:
-    """Joins one round. `session` is the open Join stream, kept after the release: the
-    coordinator hears the command's exit code on it, and the node closes it at shutdown."""
+    """Joins one round, then watches it until it ends. `session` is the open Join stream,
+    kept after the release: heartbeats, the command's exit code and the round's end travel
+    on it; the node closes it at shutdown."""
 
     def __init__(
         self,
@@ -49,10 +51,18 @@ class Joiner:
         self._enter = enter
         self._round = round
         self.session: Optional[JoinSession] = None
+        self._beats: Optional[asyncio.Task] = None
+        timings = config.timings
+        self.state = Member(res.me, timings.suspect_after, timings.suspect_for)
 
-    async def rendezvous(self) -> Membership:
-        """Join until released; the frozen membership. Stays visible a moment after a
-        conflict, so that the peer this node disagrees with sees it too and fails alike."""
+    @property
+    def _interval(self) -> float:
+        return self._config.liveness_timeout / 5
+
+    async def rendezvous(self) -> Optional[RoundEnd]:
+        """Join until the command starts (None), or the round ends before (its end).
+        Stays visible a moment after a conflict, so that the peer this node disagrees with
+        sees it too and fails alike."""
         try:
             return await self._join_until_released()
         except MembershipError:
@@ -60,82 +70,149 @@ class Joiner:
                 await asyncio.sleep(self._config.timings.conflict_linger)
             raise
 
-    async def _join_until_released(self) -> Membership:
+    async def supervise(self) -> RoundEnd:
+        """While the command runs: report its end, wait for the round's."""
+        assert self.session is not None
+        exited = asyncio.ensure_future(self._launcher.wait())
+        try:
+            action = await self._follow(self._events(self.session, exited))
+        finally:
+            exited.cancel()
+        assert isinstance(action, RoundEnd)
+        return action
+
+    async def close(self) -> None:
+        if self._beats is not None:
+            self._beats.cancel()
+        if self.session is not None:
+            await self.session.close()
+            self.session = None
+
+    async def _join_until_released(self) -> Optional[RoundEnd]:
         timings = self._config.timings
-        state = Member(self._res.me, timings.suspect_after, timings.suspect_for)
         while True:
             self._res.view_changed.clear()  # the target is computed now: older changes are seen
             target = self._res.view.target(time.monotonic())
-            state = state.joining(target.endpoint, target.peer)
+            self.state = self.state.joining(target.endpoint, target.peer)
             self.session = self._connect(
                 target.endpoint, self._res.me, self._config.job, self._round, self._config.expect,
                 timings.keepalive,
             )
-            state = await self._follow(self.session, state)
-            if state.phase is machine.MemberPhase.RELEASED and state.membership is not None:
-                return state.membership
-            await self.session.close()
-            self.session = None
+            action = await self._follow(self._join_and_listen(self.session))
+            if isinstance(action, machine.Start):
+                return None
+            if isinstance(action, RoundEnd):
+                return action
+            await self.close()
             await self._view_change_or(timings.retry_interval)
 
-    async def _follow(self, session: JoinSession, state: Member) -> Member:
-        """Feed one Join stream's events to the member machine and carry out its actions,
-        until it rejoins or starts the command (both returned) or fails (raised)."""
-        async with aclosing(self._events(session)) as events:
+    async def _follow(self, events: AsyncIterator[MemberEvent]) -> MemberAction:
+        """Feed events to the member machine and carry out its actions until one that ends
+        this stream's part (Start, Rejoin, RoundEnd: returned) or the round (Fail: raised)."""
+        async with aclosing(events):
             async for event in events:
-                step = machine.step(state, event, time.monotonic())
-                state, action = step.state, step.action
+                step = machine.step(self.state, event, time.monotonic())
+                self.state, action = step.state, step.action
                 if isinstance(action, machine.Confirm):
-                    await self._confirm(session, action.membership)
+                    await self._confirm(action.membership)
+                elif isinstance(action, machine.Report):
+                    await self._report(action)
                 elif isinstance(action, machine.Start):
-                    self._start(action.delay, state.membership)
-                    return state
+                    self._start(action.delay, self.state.membership)
+                    return action
                 elif isinstance(action, machine.Rejoin):
                     if action.suspect is not None:
                         self._suspect(action.suspect, action.until)
-                    return state
+                    return action
+                elif isinstance(action, RoundEnd):
+                    return action
                 elif isinstance(action, machine.Fail):
                     raise action.error
-        return state
+        raise AssertionError("the event stream ended without an end")  # pragma: no cover
 
-    async def _events(self, session: JoinSession) -> AsyncIterator[MemberEvent]:
-        """What the coordinator says, and changes of whom to join, as they come."""
+    async def _join_and_listen(self, session: JoinSession) -> AsyncIterator[MemberEvent]:
         try:
             await session.join()
         except SessionLost as exc:
             yield machine.Lost(str(exc))
             return
+        self._beats = asyncio.create_task(self._heartbeats(session), name="heartbeats")
+        async with aclosing(self._events(session)) as events:
+            async for event in events:
+                yield event
+
+    async def _heartbeats(self, session: JoinSession) -> None:
+        """Proves this node alive to the coordinator; a failure shows up on the read side."""
+        try:
+            while True:
+                await asyncio.sleep(self._interval)
+                await session.heartbeat()
+        except SessionLost:
+            pass
+
+    async def _events(self, session: JoinSession, exited: Optional[asyncio.Future] = None) -> AsyncIterator[MemberEvent]:
+        """What the coordinator says, changes of whom to join, the command's end, and the
+        coordinator's silence, as they come."""
         receive = asyncio.ensure_future(session.receive())
+        heard = time.monotonic()
+        stopped_since: Optional[float] = None
         try:
             while True:
                 view = self._res.view
                 yield machine.TargetChanged(view.target(time.monotonic()).endpoint, tuple(view.conflicts()))
                 self._res.view_changed.clear()
                 changed = asyncio.ensure_future(self._res.view_changed.wait())
-                await asyncio.wait({receive, changed}, return_when=asyncio.FIRST_COMPLETED)
+                waiting = {receive, changed} | ({exited} if exited and not exited.done() else set())
+                await asyncio.wait(waiting, timeout=self._interval, return_when=asyncio.FIRST_COMPLETED)
                 changed.cancel()
+                now = time.monotonic()
                 while receive.done():
                     try:
                         yield receive.result()
                     except SessionLost as exc:
                         yield machine.Lost(str(exc))
                         return
+                    heard = now
                     receive = asyncio.ensure_future(session.receive())
+                if now - heard > self._config.liveness_timeout:
+                    yield machine.Lost(f"nothing heard from it for {now - heard:.1f} s")
+                    return
+                if exited is not None and exited.done() and not exited.cancelled():
+                    yield machine.CommandExited(exited.result())
+                    exited = None
+                elif exited is not None:
+                    stopped_since = self._launcher.stopped_since(stopped_since, now)
+                    if stopped_since is not None and now - stopped_since > self._config.liveness_timeout:
+                        yield machine.CommandExited(ROUND_FAILED, f"command stopped (SIGSTOP) for {now - stopped_since:.1f} s")
+                        exited = None
         finally:
             receive.cancel()
 
-    async def _confirm(self, session: JoinSession, membership: Membership) -> None:
+    async def _confirm(self, membership: Membership) -> None:
         """Arm the command with its environment, then confirm the list by its digest."""
         node_id = self._res.me.node_id
         env = launch_environment(membership, node_id)
         log.info(
-            "membership frozen: worker %d of %d, coordinator %s, TF_CONFIG=%s",
-            membership.rank_of(node_id), membership.world_size,
+            "round %d frozen: worker %d of %d, coordinator %s, TF_CONFIG=%s",
+            membership.round, membership.rank_of(node_id), membership.world_size,
             membership.coordinator.describe(), env["TF_CONFIG"],
         )
         await self._launcher.arm(self._config.command, env)
         self._enter(Phase.FROZEN, membership)
-        await session.ready(membership.digest)
+        assert self.session is not None
+        try:
+            await self.session.ready(membership.digest)
+        except SessionLost:
+            pass  # the read side reports the lost coordinator
+
+    async def _report(self, report: machine.Report) -> None:
+        log.info("command exited with code %d%s", report.exit_code, f" ({report.reason})" if report.reason else "")
+        self._enter(Phase.FINISHED, self.state.membership)
+        assert self.session is not None
+        try:
+            await self.session.finished(report.exit_code, report.reason)
+        except SessionLost:
+            pass  # the read side reports the lost coordinator
 
     def _start(self, delay: float, membership: Optional[Membership]) -> None:
         log.debug("released: starting in %.1f ms", delay * 1e3)

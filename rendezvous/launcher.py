@@ -30,7 +30,12 @@ def exit_code_of(returncode: int) -> int:
 # aborted) exits 125 without running anything. (Python, not sh: dash cannot read from
 # file descriptors above 9, nor sleep until a given time.)
 _GATE = (
-    "import os, struct, sys, time\n"
+    "import ctypes, os, signal, struct, sys, time\n"
+    # Die with the daemon, even killed with -9, instead of training on as an orphan that
+    # holds the TF port and the GPU. Kept across exec; the daemon's pid is checked after
+    # setting it, in case the daemon died in between.
+    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\n"  # PR_SET_PDEATHSIG
+    "if os.getppid() != int(sys.argv[3]): sys.exit(125)\n"
     "ready, gate = int(sys.argv[1]), int(sys.argv[2])\n"
     "os.close(ready)\n"  # the daemon sees EOF: this process is up and waiting
     "data = os.read(gate, 8)\n"
@@ -39,9 +44,9 @@ _GATE = (
     "delay = struct.unpack('!d', data)[0] - time.time()\n"
     "if delay > 0: time.sleep(delay)\n"
     "try:\n"
-    "    os.execvp(sys.argv[3], sys.argv[3:])\n"
+    "    os.execvp(sys.argv[4], sys.argv[4:])\n"
     "except OSError as error:\n"
-    "    print(f'rendezvous: cannot run {sys.argv[3]!r}: {error.strerror}', file=sys.stderr)\n"
+    "    print(f'rendezvous: cannot run {sys.argv[4]!r}: {error.strerror}', file=sys.stderr)\n"
     "    os._exit(127 if isinstance(error, FileNotFoundError) else 126)\n"
 )
 
@@ -109,7 +114,7 @@ class Launcher:
         gate_read, gate_write = os.pipe()
         try:
             self._process = await asyncio.create_subprocess_exec(
-                sys.executable, "-I", "-S", "-c", _GATE, str(ready_write), str(gate_read), *command,
+                sys.executable, "-I", "-S", "-c", _GATE, str(ready_write), str(gate_read), str(os.getpid()), *command,
                 env={**inherited, **env}, pass_fds=(ready_write, gate_read), process_group=0,
             )
         except BaseException:
@@ -154,12 +159,27 @@ class Launcher:
         if self._process.returncode is None:
             log.info("stopping the command (SIGTERM, SIGKILL after %gs)", grace)
             self._signal_group(signal.SIGTERM)
+            self._signal_group(signal.SIGCONT)  # a stopped command must run to handle it
             try:
                 await asyncio.wait_for(asyncio.shield(self._process.wait()), grace)
             except asyncio.TimeoutError:
                 log.warning("the command ignored SIGTERM for %gs: SIGKILL", grace)
                 self.kill()
         return await self.wait()
+
+    def stopped_since(self, since: Optional[float], now: float) -> Optional[float]:
+        """Since when the running command has been stopped (SIGSTOP, state T in /proc):
+        `since` if it still is, `now` if it just became so, None if it runs."""
+        if self._process is None or self.started_at is None or self._process.returncode is not None:
+            return None
+        try:
+            with open(f"/proc/{self._process.pid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return None
+        if state not in (b"T", b"t"):
+            return None
+        return now if since is None else since
 
     def kill(self) -> None:
         self._signal_group(signal.SIGKILL)

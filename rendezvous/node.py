@@ -18,7 +18,8 @@ import logging
 import secrets
 import signal
 import time
-from typing import Awaitable, Callable, Optional, TypeVar
+from dataclasses import replace
+from typing import Awaitable, Callable, Optional, TypeVar, Union
 
 from .config import JoinConfig
 from .coordinator import JoinSession
@@ -28,9 +29,12 @@ from .core.tf_config import Membership
 from .core.view import PeerView
 from .discovery import DiscoveryEvent, DiscoveryFactory, Seen
 from .discovery.mdns import MdnsDiscovery
-from .errors import RendezvousTimeout
+from .core.member import RoundEnd, is_last_round
+from .core.round import Policy
+from .errors import JobFailed, RendezvousTimeout
 from .joining import Joiner
 from .launcher import Launcher
+from .ports import PortReservation
 from .report import Reporter
 from .resources import Resources, SessionFactory, bind_resources
 
@@ -71,8 +75,8 @@ class Node:
         self.launcher = launcher()
         self._phase = Phase.WAITING
         self._membership: Optional[Membership] = None
-        self._exit_code: Optional[int] = None
         self._joiner: Optional[Joiner] = None
+        self._policy = Policy(config.max_restarts, frozenset(config.no_restart_on))
         self._stopping = asyncio.Event()
         self._stop_signal: Optional[int] = None
         self._stopping_reported = False
@@ -95,9 +99,10 @@ class Node:
             unreachable=tuple(self.view.suspected(now)),
             following=self.view.target(now).peer if self._membership is None else None,
             membership=self._membership,
+            round=self._membership.round if self._membership else self.view.me.round,
             trainer_pid=self.launcher.pid,
             trainer_uptime=self.launcher.uptime(now),
-            exit_code=self._exit_code,
+            exit_code=self._joiner.state.exit_code if self._joiner else None,
         )
 
     def _enter(self, phase: Phase, membership: Optional[Membership] = None) -> None:
@@ -121,7 +126,7 @@ class Node:
                 await self._res.start(self.config)
                 self.reporter.ready()
                 self.reporter.update(self.status())
-                return await self._round()
+                return await self._rounds()
             finally:
                 await self._shutdown()
         finally:
@@ -145,32 +150,65 @@ class Node:
             self._stopping_reported = True
             self.reporter.stopping()
 
-    async def _round(self) -> int:
-        """One round: rendezvous, then run the command; its exit code."""
-        self._joiner = Joiner(self.config, self._res, self.launcher, self._connect, self._enter)
+    async def _rounds(self) -> int:
+        """Round after round until one completes, a stop signal comes, or a failed round
+        is the last; the exit code."""
+        number = 1
+        while True:
+            end = await self._round(number)
+            if isinstance(end, int):
+                return end
+            await self.launcher.stop(self.config.stop_grace)
+            assert self._joiner is not None
+            await self._joiner.close()
+            membership = self._joiner.state.membership
+            played = membership.round if membership else number
+            if end.completed:
+                log.info("job %r completed in round %d: %s", self.config.job, played, end.reason)
+                self._enter(Phase.FINISHED)
+                return 0
+            if is_last_round(end, played, self._policy):
+                raise JobFailed(
+                    f"job {self.config.job!r} failed in round {played} of at most "
+                    f"{self.config.max_restarts + 1}, no restart follows: {end.reason}",
+                    end.exit_code,
+                )
+            log.warning("round %d ended: %s; round %d starts", played, end.reason, played + 1)
+            number = played + 1
+            self._next_round()
+
+    async def _round(self, number: int) -> Union[int, RoundEnd]:
+        """One round: rendezvous, run the command until the round ends; that end, or the
+        exit code when a stop signal came."""
+        self._joiner = Joiner(self.config, self._res, self.launcher, self._connect, self._enter, number)
         try:
-            membership = await self._until_stopped(self._joiner.rendezvous(), self.config.timeout)
-        except _Stopped:
-            return 128 + (self._stop_signal or signal.SIGTERM)
-        self._advertise_running(membership)
-        try:
-            code = await self._until_stopped(self.launcher.wait())
+            end = await self._until_stopped(self._joiner.rendezvous(), self.config.timeout)
+            if end is not None:
+                return end
+            self._advertise(Phase.RUNNING)
+            end = await self._until_stopped(self._joiner.supervise())
         except _Stopped:
             code = await self.launcher.stop(self.config.stop_grace)
-        log.info("command exited with code %d", code)
-        self._exit_code = code
-        self._enter(Phase.FINISHED)
-        await self._say_finished(code)
-        return code
+            return code if self.launcher.pid else 128 + (self._stop_signal or signal.SIGTERM)
+        return end
+
+    def _next_round(self) -> None:
+        """A fresh launcher and the TF port held again, for the same advert."""
+        self.launcher = self._make_launcher()
+        self._membership = None
+        me = self._res.me
+        self._res.reservation.release()
+        self._res.reservation = PortReservation(me.tf_port, ipv6=me.address.version == 6)
+        self._enter(Phase.WAITING)
+        self._advertise(Phase.WAITING)
 
     async def _shutdown(self) -> None:
         self._report_stopping()
         for task in self._tasks:
             task.cancel()
-        session = self._joiner.session if self._joiner else None
         await self._res.close(
             ("stop the command", lambda: self.launcher.stop(self.config.stop_grace)),
-            ("close the Join stream", session.close if session else None),
+            ("close the Join stream", self._joiner.close if self._joiner else None),
         )
 
     async def _until_stopped(self, awaitable: Awaitable[T], timeout: Optional[float] = None) -> T:
@@ -193,15 +231,6 @@ class Node:
             "(UDP 5353) passes between them"
         )
 
-    async def _say_finished(self, code: int) -> None:
-        session = self._joiner.session if self._joiner else None
-        if session is None:
-            return
-        try:
-            await asyncio.wait_for(session.finished(code), timeout=1.0)
-        except Exception:  # the coordinator may already be gone: nothing depends on it
-            log.debug("could not report the exit code to the coordinator", exc_info=True)
-
     # -- discovery -----------------------------------------------------------------
 
     def _on_discovery(self, event: DiscoveryEvent) -> None:
@@ -210,10 +239,12 @@ class Node:
         else:
             self._res.update_view(self.view.gone(event.node_id))
 
-    def _advertise_running(self, membership: Membership) -> None:
-        advert = self.view.me.with_phase(Phase.RUNNING, membership.coordinator.endpoint)
+    def _advertise(self, phase: Phase) -> None:
+        coordinator = self._membership.coordinator.endpoint if self._membership else None
+        round = self._membership.round if self._membership else self.view.me.round
+        advert = replace(self.view.me.with_phase(phase, coordinator), round=round)
         self._res.view = self.view.with_me(advert)
-        task = asyncio.create_task(self._update_advert(advert), name="advertise-running")
+        task = asyncio.create_task(self._update_advert(advert), name=f"advertise-{phase.value}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

@@ -27,6 +27,7 @@ from .config import JoinConfig
 from .coordinator import CoordinatorService, JoinSession, bind_server, serve
 from .core.advert import Advert
 from .core.peer import Peer
+from .core.round import Policy
 from .core.status import NodeStatus
 from .core.view import PeerView, Target
 from .discovery import Discovery, DiscoveryEvent, DiscoveryFactory
@@ -108,7 +109,10 @@ def bind_resources(
     def target() -> Target:
         return resources.view.target(time.monotonic())
 
-    service = CoordinatorService(me, config.job, config.expect, target, status, config.timings)
+    policy = Policy(config.max_restarts, frozenset(config.no_restart_on))
+    service = CoordinatorService(
+        me, config.job, config.expect, target, status, config.timings, config.liveness_timeout, policy
+    )
     discovery = make_discovery(address, view.me, on_discovery)
     resources = Resources(me, view, reservation, server, health.aio.HealthServicer(), service, discovery, on_view)
     return resources

@@ -24,6 +24,7 @@ from .config import (
     LogConfig,
     check_option,
     default_trainer_command,
+    parse_codes,
     parse_command,
     parse_flag,
     parse_seconds,
@@ -93,6 +94,8 @@ def read_text(kind: Kind, text: str) -> object:
         value = parse_command(text)
     elif kind is Kind.TIMINGS:
         value = parse_timings(text)
+    elif kind is Kind.CODES:
+        value = parse_codes(text)
     else:
         value = text
     return text if value is None else value
@@ -136,7 +139,9 @@ def parse_config_file(text: str, path: str) -> dict[str, Value]:
         kind = BY_NAME[name].kind
         if kind is Kind.SECONDS and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
-        elif kind in (Kind.COMMAND, Kind.TIMINGS):
+        elif kind is Kind.CODES and isinstance(value, list):
+            value = frozenset(value) if all(isinstance(c, int) for c in value) else value
+        elif kind in (Kind.COMMAND, Kind.TIMINGS, Kind.CODES):
             value = _read(kind, value, source)  # a string, or a list / table as it is
             if kind is Kind.TIMINGS and isinstance(value, dict):
                 value = _read_timings_table(value, source)

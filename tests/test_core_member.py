@@ -10,6 +10,12 @@ from hypothesis import strategies as st
 
 from rendezvous.core.member import (
     Aborted,
+    CommandExited,
+    Completed,
+    Heartbeat,
+    Report,
+    RoundEnd,
+    is_last_round,
     Confirm,
     Fail,
     Frozen,
@@ -28,6 +34,7 @@ from rendezvous.core.member import (
     step,
 )
 from rendezvous.core.peer import Peer
+from rendezvous.core.round import Policy
 from rendezvous.core.tf_config import Membership
 from rendezvous.errors import CoordinatorError, MembershipError
 
@@ -50,6 +57,14 @@ def joining(target: Peer = A) -> Member:
 
 def frozen() -> Member:
     return step(joining(), Frozen(MEMBERSHIP, MEMBERSHIP.digest), 0.0).state
+
+
+def released() -> Member:
+    return step(frozen(), Released(0.0, 0.05), 0.0).state
+
+
+def finished(code: int) -> Member:
+    return step(released(), CommandExited(code), 0.0).state
 
 
 def test_waiting_changes_nothing():
@@ -111,17 +126,54 @@ def test_rejected_fails_with_a_membership_error_carrying_the_message():
     assert str(result.action.error) == "job 'j' is already released"
 
 
-@pytest.mark.parametrize("state", [joining(), frozen()], ids=["joining", "frozen"])
-def test_aborted_fails_with_the_reason(state):
-    result = step(state, Aborted("member 10.0.0.9 left before the start"), 0.0)
-    assert isinstance(result.action.error, CoordinatorError)
-    assert "aborted the round: member 10.0.0.9 left" in str(result.action.error)
+@pytest.mark.parametrize("state", [joining(), frozen(), released(), finished(0)], ids=["joining", "frozen", "released", "finished"])
+def test_aborted_ends_the_round_with_the_reason_and_the_coordinators_verdict(state):
+    result = step(state, Aborted("member 10.0.0.9 left before the start", 6, final=True), 0.0)
+    assert result.action == RoundEnd(f"the coordinator {A.endpoint} aborted the round: member 10.0.0.9 left before the start", 6, True)
+    assert result.state.phase is MemberPhase.ENDED
 
 
-def test_a_lost_stream_after_the_freeze_fails():
+def test_a_lost_stream_after_the_freeze_ends_the_round():
     result = step(frozen(), Lost("closed"), 0.0)
-    assert isinstance(result.action.error, CoordinatorError)
-    assert "after the freeze: closed" in str(result.action.error)
+    assert result.action == RoundEnd("lost the coordinator after the freeze: closed", 6)
+
+
+def test_the_commands_exit_is_reported_once():
+    result = step(released(), CommandExited(3), 0.0)
+    assert result.action == Report(3, "")
+    assert result.state.phase is MemberPhase.FINISHED and result.state.exit_code == 3
+    assert step(result.state, CommandExited(3), 0.0).action == Wait()
+
+
+def test_completed_ends_the_job_with_0():
+    assert step(finished(0), Completed(), 0.0).action == RoundEnd("every command exited with 0", 0, True, True)
+
+
+def test_losing_the_coordinator_while_running_ends_the_round_for_a_restart():
+    result = step(released(), Lost("nothing heard from it for 5.2 s"), 0.0)
+    assert result.action == RoundEnd(f"lost the coordinator {A.endpoint}: nothing heard from it for 5.2 s", 6)
+
+
+def test_losing_the_coordinator_after_succeeding_is_success():
+    result = step(finished(0), Lost("closed"), 0.0)
+    assert result.action.completed and result.action.exit_code == 0
+
+
+def test_losing_the_coordinator_after_failing_is_not():
+    assert step(finished(1), Lost("closed"), 0.0).action == RoundEnd(f"lost the coordinator {A.endpoint}: closed", 6)
+
+
+def test_heartbeats_change_nothing():
+    assert step(released(), Heartbeat(), 0.0).action == Wait()
+    assert step(joining(), Heartbeat(), 0.0).action == Wait()
+
+
+def test_the_last_round_is_the_coordinators_word_or_this_nodes_policy():
+    policy = Policy(max_restarts=2)
+    assert is_last_round(RoundEnd("x", 1, final=True), 1, policy)
+    assert not is_last_round(RoundEnd("x", 1, final=False), 1, policy)
+    assert is_last_round(RoundEnd("x", 1, final=False), 3, policy), "a coordinator that never stops is bounded"
+    assert is_last_round(RoundEnd("x", 127), 1, policy)
 
 
 def test_a_coordinator_that_stays_unreachable_is_suspected_after_suspect_after():
@@ -178,13 +230,13 @@ def test_after_the_freeze_discovery_no_longer_matters():
 
 @pytest.mark.parametrize(
     "event",
-    [Waiting((), 3), Lost("x"), Aborted("x"), Released(0, 0), TargetChanged("x")],
+    [Waiting((), 3), Lost("x"), Aborted("x"), Released(0, 0), TargetChanged("x"), Completed(), CommandExited(0)],
 )
-def test_after_release_or_failure_nothing_changes(event):
-    released = step(frozen(), Released(0.0, 0.05), 0.0).state
+def test_after_the_end_or_a_failure_nothing_changes(event):
+    ended = step(released(), Completed(), 0.0).state
     failed = step(joining(), Rejected("X", "no"), 0.0).state
-    for state in (released, failed):
-        assert step(state, event, 1.0) == type(step(state, event, 1.0))(state, Wait())
+    for state in (ended, failed):
+        assert step(state, event, 1.0).action == Wait()
 
 
 # -- the common start time -------------------------------------------------------

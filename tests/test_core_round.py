@@ -304,9 +304,8 @@ def test_leave_after_freeze_by_a_stranger_does_nothing():
     assert leave(state, "eeeeeeee") == Step(state, Action.NOTHING)
 
 
-@pytest.mark.parametrize("make", [released_round, aborted_round])
-def test_leave_after_release_or_abort_does_nothing(make):
-    state = make()
+def test_leave_after_an_abort_does_nothing():
+    state = aborted_round()
     assert leave(state, "aaaaaaaa") == Step(state, Action.NOTHING)
 
 
@@ -376,9 +375,8 @@ def test_abort_gathering_or_frozen(make):
     assert step.state.abort_reason == "operator said so"
 
 
-@pytest.mark.parametrize("make", [released_round, aborted_round])
-def test_abort_after_release_or_abort_does_nothing(make):
-    state = make()
+def test_abort_after_an_abort_does_nothing():
+    state = aborted_round()
     assert abort(state, "again") == Step(state, Action.NOTHING)
 
 
@@ -493,3 +491,103 @@ def test_joins_with_leaves_before_the_freeze_still_freeze_the_sorted_remaining(p
     step = join(state, ps[-1], len(ps))
     assert step.action is Action.BROADCAST_FROZEN
     assert list(step.state.membership.members) == sorted(ps)
+
+
+# --------------------------------------------------------------------------
+# after the release: liveness, exit codes, completion, restarts
+# --------------------------------------------------------------------------
+
+from rendezvous.core.round import ROUND_FAILED, Policy, check_liveness, finished, heard, newer  # noqa: E402
+
+
+def released_with(policy: Policy) -> Round:
+    return replace_policy(released_round(), policy)
+
+
+def replace_policy(state: Round, policy: Policy) -> Round:
+    return dataclasses.replace(state, policy=policy)
+
+
+def test_a_member_lost_after_the_release_aborts_naming_it():
+    step = leave(released_round(), "bbbbbbbb")
+    assert step.action is Action.ABORT
+    assert step.state.abort_reason == "10.0.0.10 (bbbbbbbb): its rendezvous daemon was lost (stream closed)"
+    assert step.state.exit_code == ROUND_FAILED and step.state.final is True  # no restarts by default
+
+
+def test_a_command_that_fails_aborts_with_its_exit_code():
+    step = finished(released_with(Policy(max_restarts=3)), "cccccccc", 1)
+    assert step.action is Action.ABORT
+    assert step.state.abort_reason == "10.0.0.100 (cccccccc): command exited with code 1"
+    assert (step.state.exit_code, step.state.final) == (1, False)
+
+
+@pytest.mark.parametrize("code", [2, 126, 127])
+def test_exit_codes_a_restart_cannot_fix_end_the_job(code):
+    step = finished(released_with(Policy(max_restarts=3)), "aaaaaaaa", code)
+    assert (step.state.exit_code, step.state.final) == (code, True)
+
+
+def test_restarts_run_out():
+    policy = Policy(max_restarts=2)
+    assert not policy.is_final(2, 1) and policy.is_final(3, 1)
+
+
+def test_a_stopped_command_counts_as_failed_with_its_reason():
+    step = finished(released_with(Policy(max_restarts=3)), "aaaaaaaa", ROUND_FAILED, "command stopped (SIGSTOP) for 5.1 s")
+    assert step.state.abort_reason == "10.0.0.9 (aaaaaaaa): command stopped (SIGSTOP) for 5.1 s"
+
+
+def test_exit_0_aborts_nobody_and_the_last_one_completes_the_job():
+    state = released_round()
+    for p in (A, B):
+        step = finished(state, p.node_id, 0)
+        assert step.action is Action.NOTHING
+        state = step.state
+    assert leave(state, "aaaaaaaa").action is Action.NOTHING, "a member that succeeded may leave"
+    step = finished(state, C.node_id, 0)
+    assert step.action is Action.COMPLETE and step.state.phase is RoundPhase.COMPLETED
+
+
+def test_finished_before_the_release_or_from_a_stranger_does_nothing():
+    assert finished(frozen_round(), "aaaaaaaa", 1).action is Action.NOTHING
+    assert finished(released_round(), "dddddddd", 1).action is Action.NOTHING
+
+
+def test_a_silent_member_aborts_the_round_after_the_timeout():
+    state = released_round()
+    for p in (A, B, C):
+        state = heard(state, p.node_id, 100.0)
+    state = heard(heard(state, "aaaaaaaa", 104.0), "cccccccc", 104.0)
+    assert check_liveness(state, 105.0, 5.0).action is Action.NOTHING
+    step = check_liveness(state, 105.5, 5.0)
+    assert step.action is Action.ABORT
+    assert step.state.abort_reason == "10.0.0.10 (bbbbbbbb): not heard from for 5.5 s (frozen or cut off)"
+
+
+def test_liveness_spares_gathering_rounds_and_members_that_succeeded():
+    gathering = heard(gather(Round(job="job", expect=3), A), "aaaaaaaa", 0.0)
+    assert check_liveness(gathering, 100.0, 5.0).action is Action.NOTHING
+    state = heard(released_round(), "aaaaaaaa", 0.0)
+    state = finished(state, "aaaaaaaa", 0).state
+    assert check_liveness(state, 100.0, 5.0).action is Action.NOTHING
+
+
+def test_a_newer_round_number_renumbers_a_gathering_round_and_keeps_its_peers():
+    state = gather(Round(job="job", expect=3), A)
+    step = newer(state, 4)
+    assert (step.state.number, step.state.joined, step.action) == (4, (A,), Action.NOTHING)
+    assert newer(state, 1).state is state
+
+
+def test_a_newer_round_number_aborts_a_running_round():
+    step = newer(released_with(Policy(max_restarts=3)), 2)
+    assert step.action is Action.ABORT and "moved on to round 2" in step.state.abort_reason
+
+
+def test_after_an_abort_any_join_starts_the_next_round_keeping_the_policy():
+    policy = Policy(max_restarts=5)
+    state = replace_policy(aborted_round(), policy)
+    step = newer(state, 1)  # a restarted node knows no round: it joins the one forming
+    assert (step.state.number, step.state.phase, step.state.policy) == (2, RoundPhase.GATHERING, policy)
+    assert newer(state, 7).state.number == 7

@@ -31,6 +31,7 @@ ENV_KEYS = {
     "RENDEZVOUS_WORLD_SIZE",
     "RENDEZVOUS_JOB",
     "RENDEZVOUS_ROUND",
+    "RENDEZVOUS_RESTART_COUNT",
     "RENDEZVOUS_NODE_ID",
     "RENDEZVOUS_COORDINATOR",
     "RENDEZVOUS_CLUSTER_DIGEST",
@@ -236,6 +237,7 @@ def test_launch_environment_keys_and_values():
     assert env["RENDEZVOUS_WORLD_SIZE"] == "3"
     assert env["RENDEZVOUS_JOB"] == "myjob"
     assert env["RENDEZVOUS_ROUND"] == "4"
+    assert env["RENDEZVOUS_RESTART_COUNT"] == "3"
     assert env["RENDEZVOUS_NODE_ID"] == "bbbbbbbb"
     assert env["RENDEZVOUS_COORDINATOR"] == "10.0.0.9:7001"
     assert env["RENDEZVOUS_CLUSTER_DIGEST"] == m.digest

@@ -53,7 +53,8 @@ def test_names_of_every_option():
     assert file_key("stop_grace") == "stop-grace"
     assert {o.name for o in OPTIONS} == {
         "expect", "job", "command", "address", "interface", "port", "tf_port", "timeout",
-        "stop_grace", "verbose", "quiet", "log_format", "timings",
+        "stop_grace", "verbose", "quiet", "log_format", "timings", "max_restarts", "no_restart_on",
+        "liveness_timeout",
     }
 
 

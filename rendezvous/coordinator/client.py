@@ -8,7 +8,17 @@ from typing import Sequence
 
 import grpc
 
-from ..core.member import Aborted, CoordinatorEvent, Frozen, Redirected, Rejected, Released, Waiting
+from ..core.member import (
+    Aborted,
+    Completed,
+    CoordinatorEvent,
+    Frozen,
+    Heartbeat,
+    Redirected,
+    Rejected,
+    Released,
+    Waiting,
+)
 from ..core.peer import Peer
 from ..core.status import NodeStatus
 from ..core.tf_config import Membership
@@ -51,9 +61,11 @@ class JoinSession:
     async def ready(self, digest: str) -> None:
         await self._write(self._message(ready=pb.Ready(cluster_digest=digest)))
 
-    async def finished(self, exit_code: int) -> None:
-        await self._write(self._message(finished=pb.Finished(exit_code=exit_code)))
-        await self._call.done_writing()
+    async def finished(self, exit_code: int, reason: str = "") -> None:
+        await self._write(self._message(finished=pb.Finished(exit_code=exit_code, reason=reason)))
+
+    async def heartbeat(self) -> None:
+        await self._write(self._message(heartbeat=pb.Heartbeat()))
 
     async def receive(self) -> CoordinatorEvent:
         try:
@@ -62,6 +74,9 @@ class JoinSession:
             raise SessionLost(f"{self.endpoint}: {exc.code().name} {exc.details()}") from None
         if message is grpc.aio.EOF:
             raise SessionLost(f"{self.endpoint} closed the stream")
+        # A node that joins late (restarted) joins the round being formed, whatever its own
+        # count said: from now on its messages carry that round.
+        self._round = max(self._round, message.header.round)
         return self._event(message)
 
     def _event(self, message: pb.CoordinatorMessage) -> CoordinatorEvent:
@@ -87,7 +102,12 @@ class JoinSession:
             reason = pb.Rejected.Reason.Name(message.rejected.reason)
             return Rejected(reason, message.rejected.message)
         if kind == "aborted":
-            return Aborted(message.aborted.reason)
+            aborted = message.aborted
+            return Aborted(aborted.reason, aborted.exit_code, aborted.final)
+        if kind == "completed":
+            return Completed()
+        if kind == "heartbeat":
+            return Heartbeat()
         return Aborted(f"coordinator {self.endpoint} sent an unknown message {kind!r}")
 
     async def close(self) -> None:

@@ -14,7 +14,7 @@ from ..config import Timings
 from ..core import round as rounds
 from ..core.advert import PROTOCOL_VERSION
 from ..core.peer import Peer
-from ..core.round import Action, RejectReason, Round, RoundPhase, Step
+from ..core.round import Action, Policy, RejectReason, Round, RoundPhase, Step
 from ..core.status import NodeStatus
 from ..core.view import Target
 from ..ports import check_port_free
@@ -52,13 +52,21 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         target: Callable[[], Target],
         status: Callable[[], NodeStatus],
         timings: Timings,
+        liveness_timeout: float = 5.0,
+        policy: Policy = Policy(),
     ) -> None:
         self._me = me
         self._target = target
         self._status = status
         self._timings = timings
-        self.round = Round(job=job, expect=expect)
+        self._liveness = liveness_timeout
+        self.round = Round(job=job, expect=expect, policy=policy)
         self._outboxes: dict[str, asyncio.Queue[Optional[pb.CoordinatorMessage]]] = {}
+        self._watchdog: Optional[asyncio.Task] = None
+
+    @property
+    def heartbeat_interval(self) -> float:
+        return self._liveness / 5
 
     # -- applying decisions -------------------------------------------------------
 
@@ -95,9 +103,15 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
             log.info("all %d members ready: releasing, start in %.0f ms", len(state.ready), delay * 1e3)
             start_at = time.time_ns() + int(delay * 1e9)
             self._broadcast(self._message(release=pb.Release(start_at_unix_ns=start_at, delay_ns=int(delay * 1e9))))
+        elif step.action is Action.COMPLETE:
+            log.info("job %r round %d completed: every command exited with 0", state.job, state.number)
+            self._broadcast(self._message(completed=pb.Completed()))
+            self._broadcast(_END)
         elif step.action is Action.ABORT:
-            log.error("round %d of job %r aborted: %s", state.number, state.job, state.abort_reason)
-            self._broadcast(self._message(aborted=pb.Aborted(reason=state.abort_reason or "")))
+            ending = "no restart follows" if state.final else f"round {state.number + 1} follows"
+            log.error("round %d of job %r aborted (%s): %s", state.number, state.job, ending, state.abort_reason)
+            aborted = pb.Aborted(reason=state.abort_reason or "", exit_code=state.exit_code, final=state.final)
+            self._broadcast(self._message(aborted=aborted))
             self._broadcast(_END)
 
     def follow(self, target: Target) -> None:
@@ -112,7 +126,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
             redirect.coordinator.CopyFrom(_wire.peer_to_pb(target.peer))
         self._broadcast(self._message(redirect=redirect))
         self._broadcast(_END)
-        self.round = Round(job=self.round.job, expect=self.round.expect, number=self.round.number)
+        self.round = self.round.next(self.round.number)
 
     # -- RPCs ---------------------------------------------------------------------
 
@@ -130,12 +144,14 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
             await context.write(self._rejected(pb.Rejected.BAD_REQUEST, f"bad peer: {exc}"))
             return
         target = self._target()
-        if self.round.phase is RoundPhase.GATHERING and target.endpoint != self._me.endpoint:
+        forming = self.round.phase in (RoundPhase.GATHERING, RoundPhase.ABORTED, RoundPhase.COMPLETED)
+        if forming and target.endpoint != self._me.endpoint:
             redirect = pb.Redirect(reason=f"{self._me.endpoint} is not the coordinator")
             if target.peer is not None:
                 redirect.coordinator.CopyFrom(_wire.peer_to_pb(target.peer))
             await context.write(self._message(redirect=redirect))
             return
+        self._apply(rounds.newer(self.round, max(1, first.header.round)))
         step = rounds.join(self.round, peer, first.join.expect)
         if step.rejection is not None:
             log.warning("rejected %s: %s", peer.describe(), step.rejection.message)
@@ -144,9 +160,11 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         outbox: asyncio.Queue[Optional[pb.CoordinatorMessage]] = asyncio.Queue()
         self._outboxes[peer.node_id] = outbox
         reader = asyncio.create_task(self._read(context, peer, outbox), name=f"read-{peer.node_id}")
+        self._start_watchdog()
         try:
             self._apply(step)
-            while (message := await outbox.get()) is not _END:
+            self.round = rounds.heard(self.round, peer.node_id, time.monotonic())
+            while (message := await self._next_message(outbox)) is not _END:
                 await context.write(message)
         finally:
             reader.cancel()
@@ -154,17 +172,39 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
                 del self._outboxes[peer.node_id]
                 self._apply(rounds.leave(self.round, peer.node_id))
 
+    async def _next_message(self, outbox: asyncio.Queue) -> Optional[pb.CoordinatorMessage]:
+        """The next message for a peer; a heartbeat when there was none for a while."""
+        try:
+            return await asyncio.wait_for(outbox.get(), self.heartbeat_interval)
+        except asyncio.TimeoutError:
+            return self._message(heartbeat=pb.Heartbeat())
+
     async def _read(self, context: grpc.aio.ServicerContext, peer: Peer, outbox: asyncio.Queue) -> None:
         try:
             while (message := await context.read()) is not grpc.aio.EOF:
+                if message.header.round != self.round.number:
+                    continue  # rounds never mix: a message of another round is stale
+                self.round = rounds.heard(self.round, peer.node_id, time.monotonic())
                 kind = message.WhichOneof("body")
                 if kind == "ready":
                     self._apply(rounds.ready(self.round, peer.node_id, message.ready.cluster_digest))
                 elif kind == "finished":
-                    log.info("%s finished with exit code %d", peer.describe(), message.finished.exit_code)
+                    done = message.finished
+                    log.info("%s finished with exit code %d %s", peer.describe(), done.exit_code, done.reason)
+                    self._apply(rounds.finished(self.round, peer.node_id, done.exit_code, done.reason))
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
             pass
         outbox.put_nowait(_END)
+
+    def _start_watchdog(self) -> None:
+        if self._watchdog is None or self._watchdog.done():
+            self._watchdog = asyncio.create_task(self._watch(), name="liveness")
+
+    async def _watch(self) -> None:
+        """Ends the round when a member goes silent; runs while anyone is joined."""
+        while self._outboxes:
+            await asyncio.sleep(self.heartbeat_interval)
+            self._apply(rounds.check_liveness(self.round, time.monotonic(), self._liveness))
 
     async def Status(self, request: pb.StatusRequest, context: grpc.aio.ServicerContext) -> pb.StatusResponse:  # noqa: N802
         return _wire.status_to_pb(self._status())

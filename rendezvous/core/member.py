@@ -3,10 +3,12 @@
 The counterpart of `round.py`: `round.py` decides what the coordinator does with what its
 peers send; this module decides what a peer does with what its coordinator sends.
 
-    JOINING --Frozen (me in it, as I am)--> FROZEN --Released--> RELEASED
-       |  ^                                   |
-       |  +-- Waiting / Redirected / Lost     +-- anything else: the round failed
-       +-- Rejected, Aborted: the round failed
+    JOINING --Frozen (me in it, as I am)--> FROZEN --Released--> RELEASED --command exits--> FINISHED
+       |  ^                                   |                     |                         |
+       |  +-- Waiting / Redirected / Lost     +------- Aborted, Lost, Completed: ENDED --------+
+       +-- Rejected, a broken protocol: FAILED (no restart helps)
+
+An ENDED round is followed by the next one unless `RoundEnd.final` (or `Policy`) says no.
 
 `step(state, event, now)` returns the next state and the one action the node must carry
 out. Nothing here reads a clock, opens a socket or touches the environment.
@@ -20,6 +22,7 @@ from typing import Optional, Union
 
 from ..errors import CoordinatorError, MembershipError, RendezvousError
 from .peer import Peer, describe_peers
+from .round import ROUND_FAILED, Policy
 from .tf_config import Membership
 
 # -- what the coordinator says (the Join stream, decoded) -------------------------------
@@ -60,9 +63,21 @@ class Rejected:
 @dataclass(frozen=True)
 class Aborted:
     reason: str
+    exit_code: int = ROUND_FAILED
+    final: bool = False
 
 
-CoordinatorEvent = Union[Waiting, Frozen, Released, Redirected, Rejected, Aborted]
+@dataclass(frozen=True)
+class Completed:
+    """Every member's command finished with 0."""
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """The coordinator is alive."""
+
+
+CoordinatorEvent = Union[Waiting, Frozen, Released, Redirected, Rejected, Aborted, Completed, Heartbeat]
 
 # -- what happens on this side ------------------------------------------------------------
 
@@ -82,7 +97,15 @@ class TargetChanged:
     conflicts: tuple[str, ...] = ()
 
 
-MemberEvent = Union[CoordinatorEvent, Lost, TargetChanged]
+@dataclass(frozen=True)
+class CommandExited:
+    """This node's command ended (`reason`: why it counts as failed though it did not)."""
+
+    exit_code: int
+    reason: str = ""
+
+
+MemberEvent = Union[CoordinatorEvent, Lost, TargetChanged, CommandExited]
 
 # -- actions ------------------------------------------------------------------------------
 
@@ -117,12 +140,30 @@ class Rejoin:
 
 @dataclass(frozen=True)
 class Fail:
-    """The round failed for this node: end it with `error`."""
+    """The round failed for this node in a way no restart mends: end it with `error`."""
 
     error: RendezvousError
 
 
-MemberAction = Union[Wait, Confirm, Start, Rejoin, Fail]
+@dataclass(frozen=True)
+class Report:
+    """Tell the coordinator how the command ended."""
+
+    exit_code: int
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class RoundEnd:
+    """The round is over: stop the command. `final` None: this node decides (`Policy`)."""
+
+    reason: str
+    exit_code: int
+    final: Optional[bool] = None
+    completed: bool = False
+
+
+MemberAction = Union[Wait, Confirm, Start, Rejoin, Fail, Report, RoundEnd]
 
 # -- state --------------------------------------------------------------------------------
 
@@ -131,6 +172,8 @@ class MemberPhase(str, Enum):
     JOINING = "joining"
     FROZEN = "frozen"
     RELEASED = "released"
+    FINISHED = "finished"
+    ENDED = "ended"
     FAILED = "failed"
 
 
@@ -152,6 +195,7 @@ class Member:
     phase: MemberPhase = MemberPhase.JOINING
     membership: Optional[Membership] = None
     failing: Optional[tuple[str, float]] = None
+    exit_code: Optional[int] = None  # of this node's command, once it ended
 
     def joining(self, endpoint: str, target: Optional[Peer]) -> "Member":
         """A new Join stream to `endpoint` (the peer behind it, if known) is opening."""
@@ -172,11 +216,17 @@ def _fail(state: Member, error: RendezvousError) -> Step:
     return Step(replace(state, phase=MemberPhase.FAILED), Fail(error))
 
 
+def _end(state: Member, end: RoundEnd) -> Step:
+    return Step(replace(state, phase=MemberPhase.ENDED), end)
+
+
 def step(state: Member, event: MemberEvent, now: float) -> Step:
     """What this node does with `event`, received at `now` (time.monotonic())."""
-    if state.phase in (MemberPhase.RELEASED, MemberPhase.FAILED):
+    if state.phase in (MemberPhase.ENDED, MemberPhase.FAILED):
         return Step(state, Wait())
-    if isinstance(event, Waiting):
+    if state.phase in (MemberPhase.RELEASED, MemberPhase.FINISHED):
+        return _while_running(state, event)
+    if isinstance(event, (Waiting, Heartbeat)):
         return Step(replace(state, failing=None), Wait())
     if isinstance(event, Frozen):
         return _on_frozen(state, event)
@@ -189,10 +239,34 @@ def step(state: Member, event: MemberEvent, now: float) -> Step:
     if isinstance(event, Rejected):
         return _fail(state, MembershipError(event.message))
     if isinstance(event, Aborted):
-        return _fail(state, CoordinatorError(f"the coordinator {state.endpoint} aborted the round: {event.reason}"))
+        return _end(state, _aborted(state, event))
     if isinstance(event, Lost):
         return _on_lost(state, event, now)
-    return _on_target_changed(state, event)
+    if isinstance(event, TargetChanged):
+        return _on_target_changed(state, event)
+    return _fail(state, CoordinatorError(f"coordinator {state.endpoint} sent {type(event).__name__} before the release"))
+
+
+def _aborted(state: Member, event: Aborted) -> RoundEnd:
+    reason = f"the coordinator {state.endpoint} aborted the round: {event.reason}"
+    return RoundEnd(reason, event.exit_code, final=event.final)
+
+
+def _while_running(state: Member, event: MemberEvent) -> Step:
+    """After the release: the command runs, then its exit is reported; the coordinator
+    ends the round for everyone (Aborted, Completed), or is lost."""
+    if isinstance(event, CommandExited) and state.phase is MemberPhase.RELEASED:
+        finished = replace(state, phase=MemberPhase.FINISHED, exit_code=event.exit_code)
+        return Step(finished, Report(event.exit_code, event.reason))
+    if isinstance(event, Aborted):
+        return _end(state, _aborted(state, event))
+    if isinstance(event, Completed):
+        return _end(state, RoundEnd("every command exited with 0", 0, final=True, completed=True))
+    if isinstance(event, Lost):
+        if state.exit_code == 0:  # this node's part is done; nothing is left to restart for
+            return _end(state, RoundEnd(f"lost the coordinator after the command succeeded: {event.reason}", 0, True, True))
+        return _end(state, RoundEnd(f"lost the coordinator {state.endpoint}: {event.reason}", ROUND_FAILED))
+    return Step(state, Wait())
 
 
 def _on_frozen(state: Member, event: Frozen) -> Step:
@@ -221,7 +295,7 @@ def _on_released(state: Member, event: Released) -> Step:
 
 def _on_lost(state: Member, event: Lost, now: float) -> Step:
     if state.frozen:
-        return _fail(state, CoordinatorError(f"lost the coordinator after the freeze: {event.reason}"))
+        return _end(state, RoundEnd(f"lost the coordinator after the freeze: {event.reason}", ROUND_FAILED))
     if state.failing is None or state.failing[0] != state.endpoint:
         return Step(replace(state, failing=(state.endpoint, now)), Rejoin())
     since = state.failing[1]
@@ -246,3 +320,9 @@ def start_delay(start_in: float, delay: float) -> float:
     """How long a member waits before starting: `start_in`, but never less than 0 (the
     release came late) nor more than `delay` (the clocks disagree)."""
     return min(max(start_in, 0.0), delay)
+
+
+def is_last_round(end: RoundEnd, number: int, policy: Policy) -> bool:
+    """Whether no round follows `end` of round `number`: the coordinator said so, or this
+    node's own policy does (which also bounds a coordinator that never says so)."""
+    return end.final is True or policy.is_final(number, end.exit_code)

@@ -1,20 +1,24 @@
 """The coordinator's state machine for one round, as plain data and small decisions.
 
     GATHERING --(expect peers joined)--> FROZEN --(all members ready)--> RELEASED
-        ^  |                               |
-        |  +--- join / leave               +--(member left, digest differs)--> ABORTED
+        ^  |                               |                               |
+        |  +--- join / leave               |                               +--(all exit 0)--> COMPLETED
+        |                                  +--(member left, digest differs)--> ABORTED
+        |                                            RELEASED --(a command failed, a member
+        |                                                        was lost or went silent)--> ABORTED
+        +-- the next round, once members come back (`newer`)
 
 Each operation returns a `Step`: the next state and the one action the coordinator's
 adapter must carry out (tell everyone who is waiting, hand out the frozen list,
 release everyone at once, abort everyone, or reject the one peer that asked).
-A restart builds the next round with `Round.next()`.
+After an abort every member joins the next round; `Policy` says when no restart follows.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Optional
+from typing import Mapping, Optional
 
 from .peer import Peer, describe_peers
 from .tf_config import Membership
@@ -24,7 +28,12 @@ class RoundPhase(str, Enum):
     GATHERING = "gathering"
     FROZEN = "frozen"
     RELEASED = "released"
+    COMPLETED = "completed"
     ABORTED = "aborted"
+
+
+# The exit code of an abort that no command caused (a member lost, a digest that differs).
+ROUND_FAILED = 6
 
 
 class Action(str, Enum):
@@ -32,6 +41,7 @@ class Action(str, Enum):
     BROADCAST_WAITING = "broadcast_waiting"
     BROADCAST_FROZEN = "broadcast_frozen"
     RELEASE = "release"
+    COMPLETE = "complete"
     ABORT = "abort"
     REJECT = "reject"
 
@@ -51,6 +61,18 @@ class Rejection:
 
 
 @dataclass(frozen=True)
+class Policy:
+    """When an aborted round is the last: after `max_restarts` restarts, or when a command
+    exited with a code a restart cannot fix (a usage error, a command that cannot run)."""
+
+    max_restarts: int = 0
+    no_restart_on: frozenset[int] = frozenset({2, 126, 127})
+
+    def is_final(self, number: int, exit_code: int) -> bool:
+        return number > self.max_restarts or exit_code in self.no_restart_on
+
+
+@dataclass(frozen=True)
 class Round:
     job: str
     expect: int
@@ -60,6 +82,13 @@ class Round:
     membership: Optional[Membership] = None
     ready: frozenset[str] = field(default_factory=frozenset)
     abort_reason: Optional[str] = None
+    policy: Policy = Policy()
+    # After the release: members whose command finished with 0, and when each member was
+    # last heard from.
+    succeeded: frozenset[str] = field(default_factory=frozenset)
+    heard: Mapping[str, float] = field(default_factory=dict)
+    exit_code: int = ROUND_FAILED  # of an abort
+    final: bool = False  # an abort after which no round follows
 
     def __post_init__(self) -> None:
         if self.expect < 1:
@@ -67,12 +96,16 @@ class Round:
         if self.number < 1:
             raise ValueError(f"round numbers start at 1, got {self.number}")
 
-    def next(self) -> "Round":
-        """A fresh round for the same job, for when a job forms its membership again."""
-        return Round(job=self.job, expect=self.expect, number=self.number + 1)
+    def next(self, number: Optional[int] = None) -> "Round":
+        """A fresh round for the same job (`number`, by default the next one)."""
+        return Round(job=self.job, expect=self.expect, number=number or self.number + 1, policy=self.policy)
 
     def is_joined(self, node_id: str) -> bool:
         return any(p.node_id == node_id for p in self.joined)
+
+    def member(self, node_id: str) -> Optional[Peer]:
+        members = self.membership.members if self.membership else self.joined
+        return next((p for p in members if p.node_id == node_id), None)
 
 
 @dataclass(frozen=True)
@@ -137,9 +170,11 @@ def leave(state: Round, node_id: str) -> Step:
     if state.phase is RoundPhase.GATHERING:
         joined = tuple(p for p in state.joined if p.node_id != node_id)
         return Step(replace(state, joined=joined), Action.BROADCAST_WAITING)
-    if state.phase is RoundPhase.FROZEN:
-        peer = next(p for p in state.joined if p.node_id == node_id)
+    peer = state.member(node_id)
+    if state.phase is RoundPhase.FROZEN and peer is not None:
         return abort(state, f"member {peer.describe()} left before the start")
+    if state.phase is RoundPhase.RELEASED and peer is not None and node_id not in state.succeeded:
+        return abort(state, f"{peer.describe()}: its rendezvous daemon was lost (stream closed)")
     return Step(state, Action.NOTHING)
 
 
@@ -164,7 +199,58 @@ def ready(state: Round, node_id: str, digest: str) -> Step:
     return Step(replace(state, ready=confirmed, phase=RoundPhase.RELEASED), Action.RELEASE)
 
 
-def abort(state: Round, reason: str) -> Step:
-    if state.phase in (RoundPhase.ABORTED, RoundPhase.RELEASED):
+def abort(state: Round, reason: str, exit_code: int = ROUND_FAILED) -> Step:
+    """End the round for every member. Final when restarts ran out or the exit code is
+    one a restart cannot fix."""
+    if state.phase in (RoundPhase.ABORTED, RoundPhase.COMPLETED):
         return Step(state, Action.NOTHING)
-    return Step(replace(state, phase=RoundPhase.ABORTED, abort_reason=reason), Action.ABORT)
+    final = state.policy.is_final(state.number, exit_code)
+    ended = replace(state, phase=RoundPhase.ABORTED, abort_reason=reason, exit_code=exit_code, final=final)
+    return Step(ended, Action.ABORT)
+
+
+def newer(state: Round, number: int) -> Step:
+    """A peer asks to join round `number`: the round this coordinator holds is over for it.
+
+    A gathering round takes the newer number; a running one is aborted (that peer has
+    already stopped its command); an ended one makes way for the new round."""
+    if number <= state.number and state.phase not in (RoundPhase.ABORTED, RoundPhase.COMPLETED):
+        return Step(state, Action.NOTHING)
+    number = max(number, state.number + (state.phase is not RoundPhase.GATHERING))
+    if state.phase is RoundPhase.GATHERING:
+        return Step(replace(state, number=number), Action.NOTHING)
+    if state.phase in (RoundPhase.FROZEN, RoundPhase.RELEASED):
+        return abort(state, f"a member moved on to round {number}")
+    return Step(state.next(number), Action.NOTHING)
+
+
+def heard(state: Round, node_id: str, now: float) -> Round:
+    """Any message from a member proves it alive at `now`."""
+    return replace(state, heard={**state.heard, node_id: now})
+
+
+def finished(state: Round, node_id: str, exit_code: int, reason: str = "") -> Step:
+    """A member's command ended. Anything but a clean 0 ends the round for everyone; the
+    last clean 0 completes the job."""
+    peer = state.member(node_id)
+    if state.phase is not RoundPhase.RELEASED or peer is None:
+        return Step(state, Action.NOTHING)
+    if exit_code != 0 or reason:
+        why = reason or f"command exited with code {exit_code}"
+        return abort(state, f"{peer.describe()}: {why}", exit_code or ROUND_FAILED)
+    succeeded = state.succeeded | {node_id}
+    if state.membership is not None and len(succeeded) == state.membership.world_size:
+        return Step(replace(state, succeeded=succeeded, phase=RoundPhase.COMPLETED), Action.COMPLETE)
+    return Step(replace(state, succeeded=succeeded), Action.NOTHING)
+
+
+def check_liveness(state: Round, now: float, timeout: float) -> Step:
+    """After the freeze, a member not heard from for `timeout` seconds (frozen, cut off)
+    ends the round. Before it, a silent peer is HTTP/2 keepalive's to drop."""
+    if state.phase not in (RoundPhase.FROZEN, RoundPhase.RELEASED) or state.membership is None:
+        return Step(state, Action.NOTHING)
+    for peer in state.membership.members:
+        last = state.heard.get(peer.node_id)
+        if peer.node_id not in state.succeeded and last is not None and now - last > timeout:
+            return abort(state, f"{peer.describe()}: not heard from for {now - last:.1f} s (frozen or cut off)")
+    return Step(state, Action.NOTHING)

@@ -83,6 +83,7 @@ def launch_environment(membership: Membership, node_id: str) -> Mapping[str, str
         "RENDEZVOUS_WORLD_SIZE": str(membership.world_size),
         "RENDEZVOUS_JOB": membership.job,
         "RENDEZVOUS_ROUND": str(membership.round),
+        "RENDEZVOUS_RESTART_COUNT": str(membership.round - 1),
         "RENDEZVOUS_NODE_ID": node_id,
         "RENDEZVOUS_COORDINATOR": membership.coordinator.endpoint,
         "RENDEZVOUS_CLUSTER_DIGEST": membership.digest,

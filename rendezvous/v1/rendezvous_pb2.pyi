@@ -46,16 +46,22 @@ class Peer(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., port: _Optional[int] = ..., tf_port: _Optional[int] = ...) -> None: ...
 
 class PeerMessage(_message.Message):
-    __slots__ = ("header", "join", "ready", "finished")
+    __slots__ = ("header", "join", "ready", "finished", "heartbeat")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     JOIN_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
     FINISHED_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     header: Header
     join: JoinRequest
     ready: Ready
     finished: Finished
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., join: _Optional[_Union[JoinRequest, _Mapping]] = ..., ready: _Optional[_Union[Ready, _Mapping]] = ..., finished: _Optional[_Union[Finished, _Mapping]] = ...) -> None: ...
+    heartbeat: Heartbeat
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., join: _Optional[_Union[JoinRequest, _Mapping]] = ..., ready: _Optional[_Union[Ready, _Mapping]] = ..., finished: _Optional[_Union[Finished, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ...) -> None: ...
+
+class Heartbeat(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class JoinRequest(_message.Message):
     __slots__ = ("peer", "expect")
@@ -72,13 +78,15 @@ class Ready(_message.Message):
     def __init__(self, cluster_digest: _Optional[str] = ...) -> None: ...
 
 class Finished(_message.Message):
-    __slots__ = ("exit_code",)
+    __slots__ = ("exit_code", "reason")
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     exit_code: int
-    def __init__(self, exit_code: _Optional[int] = ...) -> None: ...
+    reason: str
+    def __init__(self, exit_code: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class CoordinatorMessage(_message.Message):
-    __slots__ = ("header", "waiting", "frozen", "release", "redirect", "rejected", "aborted")
+    __slots__ = ("header", "waiting", "frozen", "release", "redirect", "rejected", "aborted", "heartbeat", "completed")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     WAITING_FIELD_NUMBER: _ClassVar[int]
     FROZEN_FIELD_NUMBER: _ClassVar[int]
@@ -86,6 +94,8 @@ class CoordinatorMessage(_message.Message):
     REDIRECT_FIELD_NUMBER: _ClassVar[int]
     REJECTED_FIELD_NUMBER: _ClassVar[int]
     ABORTED_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_FIELD_NUMBER: _ClassVar[int]
     header: Header
     waiting: Waiting
     frozen: Frozen
@@ -93,7 +103,13 @@ class CoordinatorMessage(_message.Message):
     redirect: Redirect
     rejected: Rejected
     aborted: Aborted
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., waiting: _Optional[_Union[Waiting, _Mapping]] = ..., frozen: _Optional[_Union[Frozen, _Mapping]] = ..., release: _Optional[_Union[Release, _Mapping]] = ..., redirect: _Optional[_Union[Redirect, _Mapping]] = ..., rejected: _Optional[_Union[Rejected, _Mapping]] = ..., aborted: _Optional[_Union[Aborted, _Mapping]] = ...) -> None: ...
+    heartbeat: Heartbeat
+    completed: Completed
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., waiting: _Optional[_Union[Waiting, _Mapping]] = ..., frozen: _Optional[_Union[Frozen, _Mapping]] = ..., release: _Optional[_Union[Release, _Mapping]] = ..., redirect: _Optional[_Union[Redirect, _Mapping]] = ..., rejected: _Optional[_Union[Rejected, _Mapping]] = ..., aborted: _Optional[_Union[Aborted, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., completed: _Optional[_Union[Completed, _Mapping]] = ...) -> None: ...
+
+class Completed(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class Waiting(_message.Message):
     __slots__ = ("joined", "expect")
@@ -152,10 +168,14 @@ class Rejected(_message.Message):
     def __init__(self, reason: _Optional[_Union[Rejected.Reason, str]] = ..., message: _Optional[str] = ...) -> None: ...
 
 class Aborted(_message.Message):
-    __slots__ = ("reason",)
+    __slots__ = ("reason", "exit_code", "final")
     REASON_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    FINAL_FIELD_NUMBER: _ClassVar[int]
     reason: str
-    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+    exit_code: int
+    final: bool
+    def __init__(self, reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., final: _Optional[bool] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
     __slots__ = ("header",)

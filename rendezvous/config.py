@@ -62,6 +62,9 @@ class Timings:
     conflict_linger: float = 1.5
     # How long the mDNS goodbye may take at exit.
     goodbye_timeout: float = 1.0
+    # How long the coordinator keeps a stream open after its last message (an abort, the
+    # end of the job, a redirect), for the peer to read it and close its side first.
+    end_grace: float = 2.0
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

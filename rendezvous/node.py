@@ -175,7 +175,7 @@ class Node:
                 )
             log.warning("round %d ended: %s; round %d starts", played, end.reason, played + 1)
             number = played + 1
-            self._next_round()
+            self._next_round(number)
 
     async def _round(self, number: int) -> Union[int, RoundEnd]:
         """One round: rendezvous, run the command until the round ends; that end, or the
@@ -192,7 +192,7 @@ class Node:
             return code if self.launcher.pid else 128 + (self._stop_signal or signal.SIGTERM)
         return end
 
-    def _next_round(self) -> None:
+    def _next_round(self, number: int) -> None:
         """A fresh launcher and the TF port held again, for the same advert."""
         self.launcher = self._make_launcher()
         self._membership = None
@@ -200,7 +200,7 @@ class Node:
         self._res.reservation.release()
         self._res.reservation = PortReservation(me.tf_port, ipv6=me.address.version == 6)
         self._enter(Phase.WAITING)
-        self._advertise(Phase.WAITING)
+        self._advertise(Phase.WAITING, number)
 
     async def _shutdown(self) -> None:
         self._report_stopping()
@@ -239,9 +239,9 @@ class Node:
         else:
             self._res.update_view(self.view.gone(event.node_id))
 
-    def _advertise(self, phase: Phase) -> None:
+    def _advertise(self, phase: Phase, round: Optional[int] = None) -> None:
         coordinator = self._membership.coordinator.endpoint if self._membership else None
-        round = self._membership.round if self._membership else self.view.me.round
+        round = round or (self._membership.round if self._membership else self.view.me.round)
         advert = replace(self.view.me.with_phase(phase, coordinator), round=round)
         self._res.view = self.view.with_me(advert)
         task = asyncio.create_task(self._update_advert(advert), name=f"advertise-{phase.value}")

@@ -293,9 +293,11 @@ def test_a_suspected_coordinator_is_skipped_until_the_suspicion_lapses():
     assert v.target(30.0).peer == LOW.peer and v.suspected(30.0) == []
 
 
-def test_a_new_advert_makes_it_a_candidate_again():
+def test_a_new_advert_makes_it_a_candidate_again_but_not_the_same_one_again():
     suspected = view(LOW).suspect(LOW.node_id, until=30.0)
-    assert suspected.seen(LOW).target(10.0).peer == LOW.peer
+    assert suspected.seen(LOW).target(10.0).peer == ME.peer, "a cache refresh is no sign of life"
+    announced = dataclasses.replace(LOW, phase=Phase.RUNNING)
+    assert suspected.seen(announced).is_suspected(LOW.node_id, 10.0) is False
 
 
 def test_this_node_and_unknown_nodes_are_never_suspected():

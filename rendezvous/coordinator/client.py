@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Sequence
@@ -45,13 +46,15 @@ class JoinSession:
         self._expect = expect
         self._channel = grpc.aio.insecure_channel(endpoint, options=_wire.channel_options(keepalive))
         self._call = pb_grpc.RendezvousStub(self._channel).Join()
+        self._writing = asyncio.Lock()
 
     def _message(self, **body: object) -> pb.PeerMessage:
         return pb.PeerMessage(header=_wire.header(self._job, self._round, self._me.node_id), **body)
 
     async def _write(self, message: pb.PeerMessage) -> None:
         try:
-            await self._call.write(message)
+            async with self._writing:  # one write at a time: heartbeats go out beside the rest
+                await self._call.write(message)
         except (grpc.aio.AioRpcError, grpc.aio.UsageError, RuntimeError) as exc:
             raise SessionLost(f"stream to {self.endpoint} broke: {exc}") from None
 

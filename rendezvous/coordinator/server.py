@@ -79,6 +79,14 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         for outbox in self._outboxes.values():
             outbox.put_nowait(message)
 
+    def _end_streams(self) -> None:
+        """End every open stream once its peer has had time to read the last message: a
+        peer closes its side when it has, and ending first could make a write of its (a
+        heartbeat) fail and cost it that message."""
+        loop = asyncio.get_running_loop()
+        for outbox in self._outboxes.values():
+            loop.call_later(self._timings.end_grace, outbox.put_nowait, _END)
+
     def _apply(self, step: Step) -> None:
         self.round = state = step.state
         if step.action is Action.BROADCAST_WAITING:
@@ -106,13 +114,13 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         elif step.action is Action.COMPLETE:
             log.info("job %r round %d completed: every command exited with 0", state.job, state.number)
             self._broadcast(self._message(completed=pb.Completed()))
-            self._broadcast(_END)
+            self._end_streams()
         elif step.action is Action.ABORT:
             ending = "no restart follows" if state.final else f"round {state.number + 1} follows"
             log.error("round %d of job %r aborted (%s): %s", state.number, state.job, ending, state.abort_reason)
             aborted = pb.Aborted(reason=state.abort_reason or "", exit_code=state.exit_code, final=state.final)
             self._broadcast(self._message(aborted=aborted))
-            self._broadcast(_END)
+            self._end_streams()
 
     def follow(self, target: Target) -> None:
         """The view changed: if someone else is now the coordinator, send everyone there."""
@@ -125,7 +133,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         if target.peer is not None:
             redirect.coordinator.CopyFrom(_wire.peer_to_pb(target.peer))
         self._broadcast(self._message(redirect=redirect))
-        self._broadcast(_END)
+        self._end_streams()
         self.round = self.round.next(self.round.number)
 
     # -- RPCs ---------------------------------------------------------------------
@@ -151,7 +159,9 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
                 redirect.coordinator.CopyFrom(_wire.peer_to_pb(target.peer))
             await context.write(self._message(redirect=redirect))
             return
-        self._apply(rounds.newer(self.round, max(1, first.header.round)))
+        asked = max(1, first.header.round)
+        self._apply(rounds.newer(self.round, asked))
+        self._apply(rounds.newer(self.round, asked))  # a running round was aborted: the next one
         step = rounds.join(self.round, peer, first.join.expect)
         if step.rejection is not None:
             log.warning("rejected %s: %s", peer.describe(), step.rejection.message)

@@ -25,8 +25,8 @@ class PeerView:
 
     `unreachable` peers (node id -> until when) are left out of the election: a node killed
     without a goodbye stays in the mDNS cache for many minutes, and electing it would block
-    the job that long. Hearing from such a peer again (a new advert) makes it a candidate
-    again.
+    the job that long. A changed advert from such a peer makes it a candidate again; the
+    same advert delivered again (a cache refresh) does not.
     """
 
     me: Advert
@@ -37,6 +37,8 @@ class PeerView:
         """Add or update a discovered advert. Other jobs are not part of the view."""
         if advert.job != self.me.job or advert.node_id == self.me.node_id:
             return self
+        if self.others.get(advert.node_id) == advert:
+            return self  # the same advert again (a cache refresh) is no sign of life
         return replace(
             self,
             others={**self.others, advert.node_id: advert},
@@ -86,9 +88,16 @@ class PeerView:
 
     def target(self, now: float) -> Target:
         """Whom to join: a frozen job's coordinator if one is advertised, else the lowest
-        live peer."""
+        live peer. Adverts of an earlier round than this node's, and of suspected nodes or
+        naming one as coordinator, are stale: a node killed without a goodbye keeps its
+        last advert in every mDNS cache for many minutes."""
+        suspected = {a.peer.endpoint for a in self.others.values() if self.is_suspected(a.node_id, now)}
         frozen = sorted(
-            (a for a in self.others.values() if a.phase is not Phase.WAITING and a.coordinator),
+            (
+                a for a in self.others.values()
+                if a.phase is not Phase.WAITING and a.coordinator and a.round >= self.me.round
+                and not self.is_suspected(a.node_id, now) and a.coordinator not in suspected
+            ),
             key=lambda a: a.peer,
         )
         if frozen:

@@ -48,10 +48,11 @@ class MdnsDiscovery(Discovery):
         self._info: Optional[AsyncServiceInfo] = None
         self._changes: asyncio.Queue[tuple[str, ServiceStateChange]] = asyncio.Queue()
         self._worker: Optional[asyncio.Task] = None
-        # A first query asks for a unicast answer (QU) by default. On a machine where other
-        # mDNS stacks share port 5353 (a daemon, avahi) such an answer can be delivered to
-        # one of their sockets instead; a listener that only browses asks for multicast ones.
-        self._question_type = DNSQuestionType.QM if advert is None else None
+        # Queries ask for multicast answers (QM), never unicast ones (QU, zeroconf's default
+        # for a first query): where several mDNS stacks share port 5353 on one machine (a
+        # daemon, avahi, other nodes), a unicast answer can be delivered to one of their
+        # sockets instead, and a node restarted on the same address then hears nobody.
+        self._question_type = DNSQuestionType.QM
 
     def _service_info(self, advert: Advert) -> AsyncServiceInfo:
         return AsyncServiceInfo(

@@ -1,0 +1,124 @@
+"""Restart rounds with real `rendezvous join` processes on 127.0.0.x: a command killed or
+stopped, a daemon killed, exit codes no restart can fix, restarts running out."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from peers import join_argv, start_peer
+
+COMMAND = Path(__file__).with_name("fault_command.py")
+# Small timings: every fault is noticed within a second or two.
+FAST = ["--liveness-timeout", "1.5", "--timings", "keepalive=1,suspect-after=1,end-grace=0.5,conflict-linger=0.2",
+        "--stop-grace", "2"]
+ADDRESSES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+
+
+@pytest.fixture
+def job() -> str:
+    return f"r-{secrets.token_hex(4)}"
+
+
+def start(tmp_path: Path, job: str, mode: str, address: str, options=(), name=None):
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    argv = join_argv(3, job, out, address=address, options=[*FAST, *options],
+                     command=[sys.executable, str(COMMAND), str(out), mode])
+    return start_peer(argv, tmp_path, name or f"peer-{address}")
+
+
+def starts(tmp_path: Path, round_: int) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((tmp_path / "out").glob(f"*-{round_}.json"))]
+
+
+def wait_for_starts(tmp_path: Path, round_: int, count: int, timeout: float = 30) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = starts(tmp_path, round_)
+        if len(found) >= count:
+            return sorted(found, key=lambda r: r["rank"])
+        time.sleep(0.05)
+    raise AssertionError(f"round {round_}: {len(starts(tmp_path, round_))} of {count} commands started")
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def wait_gone(pid: int, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(pid), f"pid {pid} outlived its round"
+
+
+def test_a_killed_command_restarts_the_round_on_every_node(tmp_path, job):
+    peers = [start(tmp_path, job, "hang-first-round", a) for a in ADDRESSES]
+    first = wait_for_starts(tmp_path, 1, 3)
+    os.kill(first[1]["pid"], signal.SIGKILL)
+    for peer in peers:
+        assert peer.wait() == 0, peer.log
+    second = wait_for_starts(tmp_path, 2, 3)
+    assert [r["restarts"] for r in second] == [1, 1, 1]
+    assert all(r["tf_config"]["cluster"] == second[0]["tf_config"]["cluster"] for r in second)
+    for record in first:
+        wait_gone(record["pid"])
+    for peer in peers:
+        assert "command exited with code 137" in peer.log, peer.log
+
+
+def test_an_exit_code_no_restart_fixes_ends_the_job_on_every_node_with_it(tmp_path, job):
+    peers = [start(tmp_path, job, "fail-rank-1:2", a) for a in ADDRESSES]
+    for peer in peers:
+        assert peer.wait() == 2, peer.log
+        assert "no restart follows" in peer.log and "command exited with code 2" in peer.log
+    assert starts(tmp_path, 2) == []
+
+
+def test_when_restarts_run_out_every_node_says_why_and_how_many_rounds_ran(tmp_path, job):
+    peers = [start(tmp_path, job, "fail:3", a, options=["--max-restarts", "1"]) for a in ADDRESSES]
+    for peer in peers:
+        assert peer.wait() == 3, peer.log
+        assert "failed in round 2 of at most 2" in peer.log, peer.log
+    # the first failure of round 2 stops the others, maybe before they recorded their start
+    assert starts(tmp_path, 2) and starts(tmp_path, 3) == []
+
+
+def test_a_stopped_command_counts_as_failed_and_the_round_restarts(tmp_path, job):
+    peers = [start(tmp_path, job, "hang-first-round", a) for a in ADDRESSES]
+    first = wait_for_starts(tmp_path, 1, 3)
+    os.kill(first[2]["pid"], signal.SIGSTOP)
+    for peer in peers:
+        assert peer.wait() == 0, peer.log
+        assert "command stopped (SIGSTOP)" in peer.log, peer.log
+    wait_for_starts(tmp_path, 2, 3)
+    wait_gone(first[2]["pid"])  # SIGCONT after SIGTERM: a stopped command can die
+
+
+@pytest.mark.parametrize("victim", [0, 2], ids=["coordinator", "member"])
+def test_a_killed_daemon_takes_its_command_along_and_its_restart_joins_the_next_round(tmp_path, job, victim):
+    peers = [start(tmp_path, job, "hang-first-round", a) for a in ADDRESSES]
+    first = wait_for_starts(tmp_path, 1, 3)
+    peers[victim].proc.kill()
+    peers[victim].wait()
+    wait_gone(first[victim]["pid"])  # never an orphan that holds the TF port
+    again = start(tmp_path, job, "hang-first-round", ADDRESSES[victim], name="restarted")
+    survivors = [p for i, p in enumerate(peers) if i != victim]
+    for peer in [*survivors, again]:
+        assert peer.wait() == 0, peer.log
+    second = wait_for_starts(tmp_path, 2, 3)
+    assert [r["world"] for r in second] == [3, 3, 3]
+    assert "its rendezvous daemon was lost" in "".join(p.log for p in survivors) or victim == 0

@@ -16,7 +16,7 @@ rendezvous/TF_CONFIG) and exits 1 if one got worse by more than --tolerance (20%
 Network namespaces need root; without root, or without torch, those parts are skipped and
 the report says why.
 
-    sudo .venv/bin/python bench/compare.py                 # everything, about 30 minutes
+    sudo .venv/bin/python bench/compare.py                 # everything, about 20 minutes
     sudo .venv/bin/python bench/compare.py --quick         # a smoke run, about 2 minutes
     .venv/bin/python bench/compare.py --parts trainer --trainer-runs 3
     .venv/bin/python bench/compare.py --render OLD.json --baseline OLDER.json
@@ -147,17 +147,14 @@ def add_baseline(result: dict, path: str, tolerance: float) -> bool:
     return any(c.flagged for c in changes)
 
 
-def measure_all(opts: measure.Options, workdir: Path) -> dict:
-    result: dict = {}
-    if "startup" in opts.parts:
-        result["startup"] = measure.startup(opts, workdir)
-    if "trainer" in opts.parts:
-        result["trainer"] = measure.trainer(opts, workdir)
-    if "daemon" in opts.parts:
-        result["daemon"] = measure.daemon(opts, workdir)
-    if "failures" in opts.parts:
-        result["failures"] = measure.failures(opts)
-    return result
+def measure_all(opts: measure.Options, workdir: Path, result: dict) -> None:
+    """Measure each chosen part into `result`, noting the load average before each."""
+    parts = {"startup": measure.startup, "trainer": measure.trainer, "daemon": measure.daemon,
+             "failures": measure.failures}
+    for name in opts.parts:
+        if name != "failures":
+            result["load_average"]["before_part"][name] = list(os.getloadavg())
+        result[name] = parts[name](opts, workdir)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -190,11 +187,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "machine": describe_machine(),
         "versions": versions(),
         "options": {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in asdict(opts).items()},
-        "load_average": {"before": list(os.getloadavg())},
+        "load_average": {"before": list(os.getloadavg()), "before_part": {}},
     }
     code = 0
     try:
-        result.update(measure_all(opts, workdir))
+        measure_all(opts, workdir, result)
     except RoundError as e:
         print(f"compare: a measurement failed: {e}", file=sys.stderr)
         code = EXIT_FAILED

@@ -294,10 +294,11 @@ def full_result():
     return {
         "schema": 1, "date": "2026-12-01 00:00 UTC", "command": ".venv/bin/python bench/compare.py",
         "machine": {"cores": 2, "cpu": "Xeon", "memory_gib": 23.5, "kernel": "6.18"},
-        "versions": {"python": "3.11.7", "torch": None}, "load_average": {"before": [1.0], "after": [2.0]},
+        "versions": {"python": "3.11.7", "torch": None}, "load_average": {"before": [1.0], "before_part": {"trainer": [3.0]}, "after": [2.0]},
         "startup": {"tools": ["rendezvous", "torchrun"], "runs": 5, "settle": 1.0,
                     "skipped": [{"what": "netns", "reason": "needs root"}],
-                    "rows": [{"where": "loopback", "mode": "cold", "n": 2, "tools": tools, "ratio": 10.5}]},
+                    "rows": [{"where": "loopback", "mode": "cold", "n": 2, "tools": tools, "ratio": 10.5,
+                              "ratio_runs": {"n": 5, "median": 10.0, "low": 8.04, "high": 12.96}}]},
         "trainer": {"args": ["python", "-m", "trainer"], "runs": 5,
                     "tools": {"tf_config": {"first_step": t, "total": t}, "rendezvous": {"first_step": t, "total": t}},
                     "ratios": {"first_step": 1.0, "total": 1.0}},
@@ -315,7 +316,8 @@ def test_report_has_every_part():
     assert "2 cores (Xeon), 23.5 GiB, Linux 6.18" in text
     assert "torch not installed" in text
     assert "`.venv/bin/python bench/compare.py`" in text
-    assert "| loopback | cold | 2 | 0.36 s (0.30-0.41) | 3.78 s (3.50-4.00) | 10.5x |" in text
+    assert "| loopback | cold | 2 | 0.36 s (0.30-0.41) | 3.78 s (3.50-4.00) | 10.5x (8.0-13.0) |" in text
+    assert "1.0 at the start, before trainer 3.0, 2.0 at the end" in text
     assert "*netns skipped: needs root.*" in text
     assert "| rendezvous / TF_CONFIG | 1.000x | 1.000x |" in text
     assert "0.03 s = 0.050%" in text and "48.8 MiB" in text
@@ -337,5 +339,6 @@ def test_report_of_a_run_without_torch():
     res["startup"]["tools"] = ["rendezvous"]
     res["startup"]["rows"][0]["tools"].pop("torchrun")
     res["startup"]["rows"][0].pop("ratio")
+    res["startup"]["rows"][0].pop("ratio_runs")
     text = markdown.render(res)
     assert "torchrun c10d" not in text and "torchrun / rendezvous" not in text

@@ -66,11 +66,14 @@ def render(result: Mapping) -> str:
 def header(result: Mapping) -> str:
     m = result.get("machine", {})
     load = result.get("load_average", {})
+    before = load.get("before_part", {})
+    during = "".join(f", before {part} {_load(values)}" for part, values in before.items())
     versions = ", ".join(f"{k} {v or 'not installed'}" for k, v in result.get("versions", {}).items())
     lines = [
         f"Measured {result.get('date', '?')} on {m.get('cores', '?')} cores ({m.get('cpu', '?')}), "
-        f"{m.get('memory_gib', '?')} GiB, Linux {m.get('kernel', '?')}; load average (1 min) "
-        f"{_load(load.get('before'))} before, {_load(load.get('after'))} after.",
+        f"{m.get('memory_gib', '?')} GiB, Linux {m.get('kernel', '?')}; load average (1 min, "
+        f"this benchmark's own processes included) {_load(load.get('before'))} at the start"
+        f"{during}, {_load(load.get('after'))} at the end.",
         f"Versions: {versions}.",
         f"Command: `{result.get('command', '?')}`",
     ]
@@ -91,7 +94,8 @@ def startup(s: Mapping) -> str:
         f"and the last one {s.get('settle', 1):g} s after they all logged that they wait for it. "
         f"Latency: last launch -> every command started. Runs: {s.get('runs', '?')} per row, the "
         f"tools alternating run by run; median (min-max). Agent CPU and RSS: the agent process's "
-        f"utime+stime and VmRSS when its command started.",
+        f"utime+stime and VmRSS when its command started. The ratio is of the two medians; in "
+        f"brackets the range of the per-run ratios (run i of one tool over run i of the other).",
     ]
     for skip in s.get("skipped", []):
         text.append(f"\n*{skip['what']} skipped: {skip['reason']}.*")
@@ -102,7 +106,9 @@ def startup(s: Mapping) -> str:
         for tool in tools:
             cells.append(seconds(row["tools"].get(tool, {}).get("latency")))
         if "torchrun" in tools:
-            cells.append(times(row.get("ratio")))
+            spread = row.get("ratio_runs")
+            cells.append(times(row.get("ratio")) + (
+                f" ({spread['low']:.1f}-{spread['high']:.1f})" if spread and spread["n"] > 1 else ""))
         for tool in tools:
             cells.append(millis(row["tools"].get(tool, {}).get("skew")))
         for tool in tools:

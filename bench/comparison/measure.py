@@ -78,6 +78,10 @@ def startup(opts: Options, workdir: Path) -> dict:
                     if "torchrun" in rounds:
                         row["ratio"] = ratio(row["tools"]["torchrun"]["latency"]["median"],
                                              row["tools"]["rendezvous"]["latency"]["median"])
+                        # run i of one tool against run i of the other: how much the ratio moves
+                        row["ratio_runs"] = Summary.of(
+                            t.latency / r.latency for t, r in zip(rounds["torchrun"], rounds["rendezvous"])
+                        ).to_json()
                     rows.append(row)
     return {"tools": tools, "runs": opts.runs, "settle": opts.settle, "skipped": skipped, "rows": rows}
 
@@ -213,5 +217,5 @@ def _release_cpu(opts: Options, workdir: Path, notify: NotifyListener) -> list[d
 # -- 4. failures -----------------------------------------------------------------------------
 
 
-def failures(opts: Optional[Options] = None) -> dict:
+def failures(opts: Optional[Options] = None, workdir: Optional[Path] = None) -> dict:
     return {"available": False, "reason": FAILURES_UNAVAILABLE}

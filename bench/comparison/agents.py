@@ -79,8 +79,8 @@ def rendezvous_argv(n: int, job: str, address: Optional[str], command: Sequence[
 
 def torchrun_argv(torchrun: str, n: int, endpoint: str, run_id: str, is_host: bool,
                   command: Sequence[str]) -> list[str]:
-    # is_host: the first agent serves the c10d store. Without it torchrun guesses from the
-    # endpoint's name, which every agent on loopback and none in a namespace would match.
+    # is_host: the first agent serves the c10d store. Without it torchrun guesses by resolving
+    # names: on loopback every agent guesses yes, and all but one fall back after a failed bind.
     return [torchrun, "--nnodes", str(n), "--nproc-per-node", "1", "--rdzv-backend", "c10d",
             "--rdzv-endpoint", endpoint, "--rdzv-id", run_id,
             "--rdzv-conf", f"is_host={int(is_host)}", "--max-restarts", "0", "--no-python", *command]

@@ -195,7 +195,7 @@ def baseline(b: Mapping) -> str:
     for c in b["changes"]:
         worse = "-" if c["worse_by"] is None else f"{c['worse_by']:.2f}"
         rows.append([c["label"], _num(c["old"]), _num(c["new"]), worse, "**worse**" if c["flagged"] else ""])
-    text.append(table(["ratio", "baseline", "now", "worse by", ""], rows, right=1))
+    text.append(table(["ratio", "baseline", "now", "worse by", "flagged"], rows, right=1))
     return "\n".join(text)
 
 

@@ -30,13 +30,11 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 RECORD = 'date +%s.%N > "$0.start"; cat /proc/$PPID/stat > "$0.stat"; cat /proc/$PPID/status > "$0.status"'
 
-#: What an agent's log says once it waits for the missing peer (`--log-format plain`; torchrun
-#: with LOGLEVEL=INFO).
+
 def settled_marker(tool: str, n: int) -> str:
+    """What an agent's log says once it waits for the missing peer (rendezvous with
+    `--log-format plain`, torchrun with LOGLEVEL=INFO)."""
     return f" {n - 1}/{n} peers seen" if tool == "rendezvous" else "Rendezvous'ing worker group"
-
-
-TOOLS = ("rendezvous", "torchrun")
 
 
 class RoundError(RuntimeError):

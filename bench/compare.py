@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -202,8 +203,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.keep:
             measure.say(f"kept the agents' logs and records in {workdir}")
         else:
-            import shutil
-
             shutil.rmtree(workdir, ignore_errors=True)
     if code:
         return code

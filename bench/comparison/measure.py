@@ -3,6 +3,7 @@ says what it is doing on stderr."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import secrets
 import signal
@@ -90,8 +91,6 @@ def startup(opts: Options, workdir: Path) -> dict:
 
 
 def trainer(opts: Options, workdir: Path) -> dict:
-    import importlib.util
-
     if importlib.util.find_spec("tensorflow") is None:
         reason = "tensorflow is not installed (pip install -e '.[trainer]')"
         say(f"skipping the trainer: {reason}")

@@ -15,24 +15,17 @@ own loopback.
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
 import socket
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
-from netns import Network, cleanup_stale, unavailable_reason  # noqa: E402
+from netns import _NAME_RE, Network, _pid_alive, cleanup_stale  # noqa: E402
+from netns import unavailable_reason as netns_unavailable  # noqa: E402,F401  (why not, or None)
 
 ETC_NETNS = Path("/etc/netns")
-_OWN_DIR = re.compile(r"^rdvt-(\d+)-[0-9a-f]{6}-h\d+$")
-
-
-def netns_unavailable() -> Optional[str]:
-    """Why namespaces cannot be used here, or None."""
-    return unavailable_reason()
 
 
 def hosts_file(addresses: Sequence[str], own: int, hostname: str) -> str:
@@ -53,7 +46,6 @@ class Loopback:
     def __init__(self, n: int) -> None:
         if n > 250:
             raise ValueError("loopback has room for 250 agents")
-        self.n = n
 
     def address(self, i: int) -> str:
         return f"127.0.0.{i + 2}"
@@ -72,7 +64,6 @@ class Namespaces:
     name = "netns"
 
     def __init__(self, n: int) -> None:
-        self.n = n
         self.network = Network(n)
         self._dirs: list[Path] = []
 
@@ -114,19 +105,9 @@ def _remove_stale_etc() -> None:
     if not ETC_NETNS.is_dir():
         return
     for d in ETC_NETNS.iterdir():
-        m = _OWN_DIR.match(d.name)
-        if m and not _alive(int(m.group(1))):
+        m = _NAME_RE.match(d.name)
+        if m and not _pid_alive(int(m.group(1))):
             shutil.rmtree(d, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def place(where: str, n: int):

@@ -89,7 +89,7 @@ def test_notify_datagram():
 def test_summary_median_and_range():
     s = Summary.of([0.5, 0.3, 0.4, 0.9, 0.35])
     assert (s.n, s.median, s.low, s.high) == (5, 0.4, 0.3, 0.9)
-    assert Summary.from_json(json.loads(json.dumps(s.to_json()))) == s
+    assert s.to_json() == {"n": 5, "median": 0.4, "low": 0.3, "high": 0.9}
     with pytest.raises(ValueError):
         Summary.of([])
 

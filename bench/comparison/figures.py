@@ -102,10 +102,6 @@ class Summary:
     def to_json(self) -> dict:
         return asdict(self)
 
-    @classmethod
-    def from_json(cls, data: Mapping) -> "Summary":
-        return cls(int(data["n"]), float(data["median"]), float(data["low"]), float(data["high"]))
-
 
 @dataclass(frozen=True)
 class Round:

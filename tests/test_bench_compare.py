@@ -1,0 +1,344 @@
+"""The pure parts of bench/compare.py: what commands record, summaries, ratios, the baseline
+comparison, options and the Markdown report. Nothing here starts a process or reads a clock."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+import compare  # noqa: E402
+from comparison import markdown  # noqa: E402
+from comparison.agents import rendezvous_argv, record_command, settled_marker, torchrun_argv  # noqa: E402
+from comparison.figures import (  # noqa: E402
+    FigureError,
+    Round,
+    Summary,
+    alternate,
+    collect_ratios,
+    collect_targets,
+    compare_with_baseline,
+    cpu_seconds,
+    parse_choices,
+    parse_notify,
+    parse_proc_stat,
+    parse_sizes,
+    parse_start,
+    parse_status_kib,
+    ratio,
+    summarize_rounds,
+)
+from comparison.machine import first_line_value  # noqa: E402
+from comparison.places import hosts_file  # noqa: E402
+
+STAT = ("4242 (python3.11) S 1 4242 4242 0 -1 4194560 9000 0 0 0 "
+        "31 7 0 0 20 0 5 0 1234 300000000 12000 18446744073709551615 1 1 0 0 0 0 0 16781312 16386 0 0 0 17 1 0 0")
+
+
+# -- what commands record --------------------------------------------------------------------
+
+
+def test_start_time_from_date():
+    assert parse_start("1796083582.879132603\n") == pytest.approx(1796083582.879132603)
+
+
+@pytest.mark.parametrize("text", ["", "now", "-1", "nan", "inf"])
+def test_bad_start_time_is_named(text):
+    with pytest.raises(FigureError, match="start time"):
+        parse_start(text)
+
+
+def test_proc_stat_utime_stime():
+    assert parse_proc_stat(STAT) == (31, 7)
+    assert cpu_seconds(STAT, 100) == pytest.approx(0.38)
+
+
+def test_proc_stat_command_name_with_spaces_and_parentheses():
+    odd = STAT.replace("(python3.11)", "(a) b (c))")
+    assert parse_proc_stat(odd) == (31, 7)
+
+
+@pytest.mark.parametrize("text", ["", "4242 python S 1", "4242 (x) S 1 2 3"])
+def test_bad_proc_stat(text):
+    with pytest.raises(FigureError):
+        parse_proc_stat(text)
+
+
+def test_status_fields_in_kib():
+    status = "Name:\tpython3.11\nVmHWM:\t   51024 kB\nVmRSS:\t   50932 kB\nThreads:\t5\n"
+    assert parse_status_kib(status, "VmRSS") == 50932
+    assert parse_status_kib(status, "VmHWM") == 51024
+    assert parse_status_kib(status, "VmSwap") is None
+    with pytest.raises(FigureError):
+        parse_status_kib("VmRSS:\tlots\n", "VmRSS")
+
+
+def test_notify_datagram():
+    assert parse_notify(b"READY=1\nSTATUS=waiting for peers 1/2") == {
+        "READY": "1", "STATUS": "waiting for peers 1/2"}
+    assert parse_notify(b"junk\nWATCHDOG=1\n") == {"WATCHDOG": "1"}
+
+
+# -- runs and summaries ----------------------------------------------------------------------
+
+
+def test_summary_median_and_range():
+    s = Summary.of([0.5, 0.3, 0.4, 0.9, 0.35])
+    assert (s.n, s.median, s.low, s.high) == (5, 0.4, 0.3, 0.9)
+    assert s.to_json() == {"n": 5, "median": 0.4, "low": 0.3, "high": 0.9}
+    with pytest.raises(ValueError):
+        Summary.of([])
+
+
+def test_round_latency_and_skew():
+    r = Round(100.0, (100.30, 100.32, 100.31), (0.3, 0.2, 0.25), (50000, 51000, 50500))
+    assert r.latency == pytest.approx(0.32)
+    assert r.skew == pytest.approx(0.02)
+
+
+def test_summarize_rounds_pools_agents():
+    rounds = [Round(0.0, (1.0, 1.1), (0.3, 0.4), (100, 200)), Round(10.0, (10.5, 10.5), (0.2, 0.5), (300, 400))]
+    out = summarize_rounds(rounds)
+    assert out["latency"]["median"] == pytest.approx(0.8)
+    assert out["skew"] == {"n": 2, "median": pytest.approx(0.05), "low": 0.0, "high": pytest.approx(0.1)}
+    assert out["agent_cpu"]["n"] == 4 and out["agent_cpu"]["high"] == 0.5
+    assert out["agent_rss_kib"]["median"] == 250
+    assert "agent_cpu_ready" not in out
+    assert len(out["runs"]) == 2
+
+
+def test_tools_alternate_run_by_run():
+    assert alternate(["a", "b"], 3) == [(0, "a"), (0, "b"), (1, "b"), (1, "a"), (2, "a"), (2, "b")]
+    assert alternate(["a"], 2) == [(0, "a"), (1, "a")]
+
+
+def test_ratio_needs_both_figures():
+    assert ratio(4.0, 0.5) == 8.0
+    assert ratio(None, 0.5) is None
+    assert ratio(1.0, 0.0) is None
+
+
+# -- ratios, targets, baseline ---------------------------------------------------------------
+
+
+def startup_row(where, mode, n, r):
+    return {"where": where, "mode": mode, "n": n, "ratio": r, "tools": {}}
+
+
+def result(startup=(), first_step=None, total=None, idle=None):
+    out = {"schema": 1, "startup": {"rows": list(startup)},
+           "trainer": {"ratios": {"first_step": first_step, "total": total}}}
+    if idle:
+        out["daemon"] = {"idle": idle}
+    return out
+
+
+def test_ratios_have_stable_keys():
+    res = result([startup_row("netns", "warm", 8, 11.0)], first_step=1.03, total=None)
+    got = {r.key: (r.value, r.better) for r in collect_ratios(res)}
+    assert got == {"startup.netns.warm.n8": (11.0, "higher"), "trainer.first_step": (1.03, "lower")}
+
+
+def test_targets_from_the_issue():
+    res = result([startup_row("loopback", "cold", 2, 10.4), startup_row("loopback", "cold", 8, 8.0),
+                  startup_row("loopback", "cold", 4, 1.0)],
+                 first_step=1.06, idle={"rss_kib": 40 * 1024, "cpu_percent": 0.02})
+    met = {t.label: t.met for t in collect_targets(res)}
+    assert met == {
+        "torchrun / rendezvous, loopback, cold, N=2": True,
+        "torchrun / rendezvous, loopback, cold, N=8": False,  # 9x wanted
+        "rendezvous / TF_CONFIG, start -> first step": False,  # within 5%
+        "idle daemon RSS": True,
+        "idle daemon CPU": True,
+    }
+
+
+def test_baseline_flags_a_ratio_more_than_20_percent_worse():
+    old = result([startup_row("netns", "cold", 2, 10.0), startup_row("netns", "cold", 8, 10.0)],
+                 first_step=1.00, total=1.00)
+    new = result([startup_row("netns", "cold", 2, 8.4), startup_row("netns", "cold", 8, 8.2)],
+                 first_step=1.25, total=1.19)
+    changes = {c.key: c for c in compare_with_baseline(new, old)}
+    assert not changes["startup.netns.cold.n2"].flagged  # 10 -> 8.4: worse by 1.19
+    assert changes["startup.netns.cold.n8"].flagged  # 10 -> 8.2: worse by 1.22
+    assert changes["startup.netns.cold.n8"].worse_by == pytest.approx(10 / 8.2)
+    assert changes["trainer.first_step"].flagged  # lower is better: 1.00 -> 1.25
+    assert not changes["trainer.total"].flagged
+
+
+def test_baseline_better_is_never_flagged_and_missing_ratios_are_listed():
+    old = result([startup_row("netns", "cold", 2, 10.0), startup_row("loopback", "warm", 4, 5.0)])
+    new = result([startup_row("netns", "cold", 2, 30.0), startup_row("netns", "cold", 16, 9.0)])
+    changes = {c.key: c for c in compare_with_baseline(new, old)}
+    assert not changes["startup.netns.cold.n2"].flagged
+    assert changes["startup.netns.cold.n2"].worse_by == pytest.approx(1 / 3)
+    assert changes["startup.loopback.warm.n4"].new is None and not changes["startup.loopback.warm.n4"].flagged
+    assert changes["startup.netns.cold.n16"].old is None and not changes["startup.netns.cold.n16"].flagged
+
+
+def test_baseline_tolerance_is_a_factor():
+    old, new = result(first_step=1.0), result(first_step=1.1)
+    assert not compare_with_baseline(new, old, 0.2)[0].flagged
+    assert compare_with_baseline(new, old, 0.05)[0].flagged
+
+
+# -- options ---------------------------------------------------------------------------------
+
+
+def test_sizes_and_choices():
+    assert parse_sizes("2, 4,8,4", "--sizes") == [2, 4, 8]
+    for bad in ("", "2,,4", "1", "x", "2.5", "300", "٣"):
+        with pytest.raises(ValueError, match="--sizes"):
+            parse_sizes(bad, "--sizes")
+    assert parse_choices("warm,cold", "--modes", ("cold", "warm")) == ["cold", "warm"]
+    with pytest.raises(ValueError, match="--modes"):
+        parse_choices("hot", "--modes", ("cold", "warm"))
+
+
+def resolve(*argv):
+    return compare.resolve(compare.build_parser().parse_args(list(argv)))
+
+
+def test_quick_shrinks_the_defaults_and_explicit_options_win():
+    full = resolve()
+    assert (full.sizes, full.runs, full.idle_seconds, full.cost_sizes) == ([2, 4, 8], 5, 60.0,
+                                                                            [2, 4, 8, 16, 32, 64])
+    quick = resolve("--quick")
+    assert (quick.sizes, quick.runs, quick.idle_seconds, quick.trainer_runs) == ([2], 2, 5.0, 1)
+    assert resolve("--quick", "--runs", "7", "--idle-seconds", "1.5").runs == 7
+    assert resolve("--trainer-args", "--epochs 2 --threads 1").trainer_args == ["--epochs", "2", "--threads", "1"]
+
+
+@pytest.mark.parametrize("argv", [["--runs", "0"], ["--idle-seconds", "0"], ["--parts", "speed"],
+                                  ["--hosts", "lan"], ["--tolerance", "0"], ["--sizes", "1"]])
+def test_bad_options(argv):
+    with pytest.raises(ValueError):
+        resolve(*argv)
+
+
+def test_bad_option_exits_2(capsys):
+    with pytest.raises(SystemExit) as exc:
+        compare.main(["compare.py", "--runs", "0"])
+    assert exc.value.code == 2
+    assert "--runs must be at least 1" in capsys.readouterr().err
+
+
+def test_render_and_baseline_from_files(tmp_path, capsys):
+    old, new = full_result(), full_result()
+    old["startup"]["rows"][0]["ratio"] = 10.0
+    new["startup"]["rows"][0]["ratio"] = 7.0
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    (tmp_path / "new.json").write_text(json.dumps(new))
+    code = compare.main(["compare.py", "--render", str(tmp_path / "new.json"),
+                         "--baseline", str(tmp_path / "old.json")])
+    out = capsys.readouterr().out
+    assert code == compare.EXIT_WORSE
+    assert "**worse**" in out and "1.43" in out
+    assert compare.main(["compare.py", "--render", str(tmp_path / "old.json"),
+                         "--baseline", str(tmp_path / "old.json")]) == 0
+
+
+def test_a_file_that_is_not_a_result(tmp_path):
+    (tmp_path / "x.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="not a result"):
+        compare.load_result(str(tmp_path / "x.json"))
+    with pytest.raises(ValueError, match="cannot read"):
+        compare.load_result(str(tmp_path / "missing.json"))
+
+
+# -- the commands agents run -----------------------------------------------------------------
+
+
+def test_every_agent_runs_a_fork_of_date(tmp_path):
+    argv = record_command(tmp_path / "a0")
+    assert argv[:2] == ["/bin/sh", "-c"] and argv[2].startswith("date +%s.%N")
+    assert argv[3] == str(tmp_path / "a0")
+    assert "sleep 3" in record_command(tmp_path / "a0", 3)[2]
+
+
+def test_agent_command_lines():
+    rdv = rendezvous_argv(4, "cmp-1", "127.0.0.3", ["/bin/sh", "-c", "x"], 60)
+    assert rdv[rdv.index("--expect") + 1] == "4" and rdv[rdv.index("--address") + 1] == "127.0.0.3"
+    assert rdv[rdv.index("--") + 1:] == ["/bin/sh", "-c", "x"]
+    assert "--address" not in rendezvous_argv(2, "j", None, ["true"])
+    tr = torchrun_argv("/venv/bin/torchrun", 4, "10.213.0.1:29400", "cmp-1", True, ["/bin/sh", "-c", "x"])
+    assert tr[tr.index("--rdzv-backend") + 1] == "c10d" and tr[tr.index("--nnodes") + 1] == "4"
+    assert "is_host=1" in tr and tr[tr.index("--no-python") + 1:] == ["/bin/sh", "-c", "x"]
+    assert settled_marker("rendezvous", 4) == " 3/4 peers seen"
+
+
+def test_namespace_hosts_file():
+    text = hosts_file(["10.213.0.1", "10.213.0.2"], 1, "vm")
+    assert text.splitlines() == ["127.0.0.1 localhost", "10.213.0.1 h0", "10.213.0.2 h1 vm"]
+
+
+def test_cpuinfo_lines():
+    assert first_line_value("processor\t: 0\nmodel name\t: Xeon: fast\n", "model name") == "Xeon: fast"
+    assert first_line_value("", "model name") is None
+
+
+# -- the report ------------------------------------------------------------------------------
+
+
+def full_result():
+    s = {"n": 5, "median": 0.36, "low": 0.30, "high": 0.41}
+    t = {"n": 5, "median": 3.78, "low": 3.5, "high": 4.0}
+    skew = {"n": 5, "median": 0.002, "low": 0.0, "high": 0.004}
+    tools = {"rendezvous": {"latency": s, "skew": skew, "agent_cpu": {**s, "median": 0.3},
+                            "agent_rss_kib": {**s, "median": 51200}},
+             "torchrun": {"latency": t, "skew": skew}}
+    return {
+        "schema": 1, "date": "2026-12-01 00:00 UTC", "command": ".venv/bin/python bench/compare.py",
+        "machine": {"cores": 2, "cpu": "Xeon", "memory_gib": 23.5, "kernel": "6.18"},
+        "versions": {"python": "3.11.7", "torch": None}, "load_average": {"before": [1.0], "before_part": {"trainer": [3.0]}, "after": [2.0]},
+        "startup": {"tools": ["rendezvous", "torchrun"], "runs": 5, "settle": 1.0,
+                    "skipped": [{"what": "netns", "reason": "needs root"}],
+                    "rows": [{"where": "loopback", "mode": "cold", "n": 2, "tools": tools, "ratio": 10.5,
+                              "ratio_runs": {"n": 5, "median": 10.0, "low": 8.04, "high": 12.96}}]},
+        "trainer": {"args": ["python", "-m", "trainer"], "runs": 5,
+                    "tools": {"tf_config": {"first_step": t, "total": t}, "rendezvous": {"first_step": t, "total": t}},
+                    "ratios": {"first_step": 1.0, "total": 1.0}},
+        "daemon": {"where": "netns", "start_to_ready": s,
+                   "idle": {"seconds": 60, "after_ready": 3, "cpu_seconds": 0.03, "cpu_percent": 0.05,
+                            "rss_kib": 50000},
+                   "job": {"rss_kib": [50000, 50100], "hwm_kib": [50200, 50300], "read_after": 1.5},
+                   "release": [{"n": 64, "runs": [{}, {}], "agent_cpu": s, "agent_cpu_ready": s, "latency": t}]},
+        "failures": {"available": False, "reason": "not available: needs restart rounds"},
+    }
+
+
+def test_report_has_every_part():
+    text = markdown.render(full_result())
+    assert "2 cores (Xeon), 23.5 GiB, Linux 6.18" in text
+    assert "torch not installed" in text
+    assert "`.venv/bin/python bench/compare.py`" in text
+    assert "| loopback | cold | 2 | 0.36 s (0.30-0.41) | 3.78 s (3.50-4.00) | 10.5x (8.0-13.0) |" in text
+    assert "1.0 at the start, before trainer 3.0, 2.0 at the end" in text
+    assert "*netns skipped: needs root.*" in text
+    assert "| rendezvous / TF_CONFIG | 1.000x | 1.000x |" in text
+    assert "0.03 s = 0.050%" in text and "48.8 MiB" in text
+    assert "| 64 | 2 |" in text
+    assert "**not available: needs restart rounds**" in text
+    assert "| idle daemon RSS | 48.8 MiB | under 42.9 MiB | **no** |" in text
+
+
+def test_report_tables_are_well_formed():
+    for block in markdown.render(full_result()).split("\n\n"):
+        lines = [line for line in block.splitlines() if line.startswith("|")]
+        if lines:
+            widths = {line.count("|") for line in lines}
+            assert len(widths) == 1, block
+
+
+def test_report_of_a_run_without_torch():
+    res = full_result()
+    res["startup"]["tools"] = ["rendezvous"]
+    res["startup"]["rows"][0]["tools"].pop("torchrun")
+    res["startup"]["rows"][0].pop("ratio")
+    res["startup"]["rows"][0].pop("ratio_runs")
+    text = markdown.render(res)
+    assert "torchrun c10d" not in text and "torchrun / rendezvous" not in text

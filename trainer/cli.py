@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 
 from trainer import INSTALL_HINT, ConfigError
+from trainer.recipe import DEFAULT_EPOCHS, DEFAULT_GLOBAL_BATCH
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -30,10 +31,6 @@ EXIT_CLUSTER = 3
 
 DATASETS = ("digits", "cifar10", "synthetic")
 MODELS = ("small_cnn", "resnet56")
-ADAM_LR = 1e-3
-DEFAULT_GLOBAL_BATCH = 64
-SGD_LR_PER_128 = 0.1  # SGD learning rate for a global batch of 128, scaled linearly
-DEFAULT_OPTIMIZER = {"small_cnn": "adam", "resnet56": "sgd"}
 
 
 @dataclass(frozen=True)
@@ -107,10 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "(needs --data-dir) or synthetic (seeded random 32x32x3)")
     p.add_argument("--data-dir", metavar="DIR",
                    help="CIFAR-10 python batches, in DIR or DIR/cifar-10-batches-py")
-    p.add_argument("--epochs", type=_whole(1), default=10)
+    p.add_argument("--epochs", type=_whole(1), help=f"default {DEFAULT_EPOCHS}")
     p.add_argument("--global-batch-size", type=_whole(1),
-                   help=f"batch size summed over all replicas (default {DEFAULT_GLOBAL_BATCH}, "
-                        "rounded up to a multiple of the number of workers)")
+                   help=f"batch size summed over all replicas (default {DEFAULT_GLOBAL_BATCH}), "
+                        "rounded up to a multiple of the number of replicas (one per worker on "
+                        "CPU). It does not grow with the workers, so a restart on more or fewer "
+                        "of them keeps it up to that rounding: 64 is 64 on 2 workers, 66 on 3")
     p.add_argument("--steps-per-epoch", type=_whole(1),
                    help="default: training examples // global batch size")
     p.add_argument("--optimizer", choices=("adam", "sgd"),
@@ -236,22 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster = read_tf_config()
     except ConfigError as e:
         return _fail(f"trainer: {e}", EXIT_CONFIG)
-    if args.global_batch_size is None:
-        workers = cluster.num_workers
-        args.global_batch_size = -(-DEFAULT_GLOBAL_BATCH // workers) * workers
-    if args.optimizer is None:
-        args.optimizer = DEFAULT_OPTIMIZER[args.model]
-    if args.learning_rate is None:
-        args.learning_rate = (
-            ADAM_LR if args.optimizer == "adam"
-            else SGD_LR_PER_128 * args.global_batch_size / 128
-        )
     try:
-        if args.global_batch_size % cluster.num_workers:
-            raise ConfigError(
-                f"--global-batch-size {args.global_batch_size} is not divisible by the "
-                f"{cluster.num_workers} workers in TF_CONFIG"
-            )
         if args.data_dir and args.dataset != "cifar10":
             raise ConfigError("--data-dir is only used with --dataset cifar10")
         check_output_paths(args, cluster)

@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from trainer import ConfigError
+from trainer import ConfigError, recipe
 from trainer._keras import keras, tf
 from trainer.cli import EXIT_CLUSTER, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ClusterInfo
 
@@ -93,19 +93,18 @@ def train(strategy, args, cluster: ClusterInfo, dataset, start_time: float) -> d
 
     keras.utils.set_random_seed(args.seed)
     replicas = strategy.num_replicas_in_sync
-    if args.global_batch_size % replicas:
-        raise ConfigError(
-            f"--global-batch-size {args.global_batch_size} is not divisible by "
-            f"{replicas} replicas"
-        )
-    steps = args.steps_per_epoch or max(1, len(dataset.x_train) // args.global_batch_size)
+    hp = recipe.resolve(
+        args.model, replicas, global_batch_size=args.global_batch_size, epochs=args.epochs,
+        optimizer=args.optimizer, learning_rate=args.learning_rate,
+    )
+    steps = args.steps_per_epoch or max(1, len(dataset.x_train) // hp.global_batch_size)
     train_data = strategy.distribute_datasets_from_function(
-        lambda ctx: train_pipeline(dataset, ctx, args.global_batch_size, args.seed)
+        lambda ctx: train_pipeline(dataset, ctx, hp.global_batch_size, args.seed)
     )
     with strategy.scope():
         model = models.build(args.model, dataset.input_shape, dataset.num_classes)
         model.compile(
-            optimizer=make_optimizer(args.optimizer, args.learning_rate),
+            optimizer=make_optimizer(hp.optimizer, hp.learning_rate),
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             metrics=["accuracy"],
         )
@@ -113,19 +112,19 @@ def train(strategy, args, cluster: ClusterInfo, dataset, start_time: float) -> d
         f"worker {cluster.worker_index}/{cluster.num_workers}: {args.model} "
         f"({model.count_params()} parameters) on {dataset.name} "
         f"({len(dataset.x_train)} train, {len(dataset.x_test)} test), "
-        f"global batch {args.global_batch_size} over {replicas} replica(s), "
+        f"global batch {hp.global_batch_size} over {replicas} replica(s), "
         f"{steps} steps/epoch",
         flush=True,
     )
 
-    progress = EpochProgress(args.epochs)
+    progress = EpochProgress(hp.epochs)
     callbacks = []
     if args.backup_dir:
         # Before `progress`: an epoch line is printed only after the backup is written.
         callbacks.append(keras.callbacks.BackupAndRestore(args.backup_dir))
     callbacks.append(progress)
     fit_start = time.time()
-    model.fit(train_data, epochs=args.epochs, steps_per_epoch=steps, callbacks=callbacks, verbose=0)
+    model.fit(train_data, epochs=hp.epochs, steps_per_epoch=steps, callbacks=callbacks, verbose=0)
     fit_end = time.time()
 
     # Every worker takes part in these: reading synced variables and saving
@@ -154,10 +153,10 @@ def train(strategy, args, cluster: ClusterInfo, dataset, start_time: float) -> d
         "is_chief": cluster.is_chief,
         "model": args.model,
         "dataset": dataset.name,
-        "global_batch_size": args.global_batch_size,
+        "global_batch_size": hp.global_batch_size,
         "steps_per_epoch": steps,
-        "initial_epoch": progress.initial_epoch if progress.initial_epoch is not None else args.epochs,
-        "epochs": args.epochs,
+        "initial_epoch": progress.initial_epoch if progress.initial_epoch is not None else hp.epochs,
+        "epochs": hp.epochs,
         "final_loss": _float_or_none(logs.get("loss")),
         "final_accuracy": _float_or_none(logs.get("accuracy")),
         "test_accuracy": test_accuracy,

@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from trainer import ConfigError, recipe
+from trainer import ConfigError, pipeline, recipe
 from trainer._keras import keras, tf
 from trainer.cli import EXIT_CLUSTER, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ClusterInfo
 
@@ -89,8 +89,6 @@ def run(args, cluster: ClusterInfo, dataset, start_time: float) -> int:
 
 
 def train(strategy, args, cluster: ClusterInfo, dataset, start_time: float) -> dict:
-    from trainer import models
-
     keras.utils.set_random_seed(args.seed)
     replicas = strategy.num_replicas_in_sync
     hp = recipe.resolve(
@@ -99,15 +97,10 @@ def train(strategy, args, cluster: ClusterInfo, dataset, start_time: float) -> d
     )
     steps = args.steps_per_epoch or max(1, len(dataset.x_train) // hp.global_batch_size)
     train_data = strategy.distribute_datasets_from_function(
-        lambda ctx: train_pipeline(dataset, ctx, hp.global_batch_size, args.seed)
+        lambda ctx: pipeline.train_dataset(dataset, ctx, hp.global_batch_size, args.seed)
     )
-    with strategy.scope():
-        model = models.build(args.model, dataset.input_shape, dataset.num_classes)
-        model.compile(
-            optimizer=make_optimizer(hp.optimizer, hp.learning_rate),
-            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            metrics=["accuracy"],
-        )
+    test_data = pipeline.test_dataset(dataset, hp.global_batch_size)
+    model = build_model(strategy, args.model, dataset, hp)
     print(
         f"worker {cluster.worker_index}/{cluster.num_workers}: {args.model} "
         f"({model.count_params()} parameters) on {dataset.name} "
@@ -118,29 +111,16 @@ def train(strategy, args, cluster: ClusterInfo, dataset, start_time: float) -> d
     )
 
     progress = EpochProgress(hp.epochs)
-    callbacks = []
-    if args.backup_dir:
-        # Before `progress`: an epoch line is printed only after the backup is written.
-        callbacks.append(keras.callbacks.BackupAndRestore(args.backup_dir))
-    callbacks.append(progress)
     fit_start = time.time()
-    model.fit(train_data, epochs=hp.epochs, steps_per_epoch=steps, callbacks=callbacks, verbose=0)
+    model.fit(train_data, epochs=hp.epochs, steps_per_epoch=steps,
+              callbacks=make_callbacks(args.backup_dir, progress), verbose=0)
     fit_end = time.time()
 
-    # Every worker takes part in these: reading synced variables and saving
-    # may run collectives.
-    weights = model.get_weights()
-    digest = weights_sha256(weights)
+    # Every worker takes part in these: each runs collectives.
+    test_accuracy = float(model.evaluate(test_data, verbose=0, return_dict=True)["accuracy"])
+    digest = weights_sha256(model.get_weights())
     if args.model_dir:
-        try:
-            save_model(model, args.model_dir, cluster.is_chief)
-        except CLUSTER_ERRORS:
-            raise
-        except OSError as e:
-            raise OutputError(f"cannot save the model in {args.model_dir}: {e.strerror or e}") from None
-        except tf.errors.OpError as e:
-            raise OutputError(f"cannot save the model in {args.model_dir}: {_describe(e)}") from None
-    test_accuracy = evaluate(args.model, dataset, weights)
+        save_model(model, args.model_dir, cluster.is_chief)
     wait_for_all(cluster, "trainer-finished", args.collective_timeout)
 
     logs = progress.last_logs
@@ -179,20 +159,27 @@ def train(strategy, args, cluster: ClusterInfo, dataset, start_time: float) -> d
     return result
 
 
-def train_pipeline(dataset, ctx, global_batch_size: int, seed: int):
-    """This worker's share of the training data: shard ``input_pipeline_id``
-    of ``num_input_pipelines``, shuffled with a fixed seed, repeated, batched
-    per replica. Deterministic for a given cluster size and seed."""
-    pid, n = ctx.input_pipeline_id, ctx.num_input_pipelines
-    x, y = dataset.x_train[pid::n], dataset.y_train[pid::n]
-    batch = ctx.get_per_replica_batch_size(global_batch_size)
-    if len(x) < batch:
-        raise ConfigError(
-            f"worker shard has {len(x)} examples, fewer than the per-replica batch {batch}"
+def build_model(strategy, name: str, dataset, hp: recipe.Hyperparameters):
+    from trainer import models
+
+    with strategy.scope():
+        model = models.build(name, dataset.input_shape, dataset.num_classes)
+        model.compile(
+            optimizer=make_optimizer(hp.optimizer, hp.learning_rate),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            # Weighted, so that the test set's padding (weight 0) does not count.
+            weighted_metrics=["accuracy"],
         )
-    ds = tf.data.Dataset.from_tensor_slices((x, y))
-    ds = ds.shuffle(len(x), seed=seed, reshuffle_each_iteration=True).repeat()
-    return ds.batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+    return model
+
+
+def make_callbacks(backup_dir: str | None, progress) -> list:
+    callbacks = []
+    if backup_dir:
+        # Before `progress`: an epoch line is printed only after the backup is written.
+        callbacks.append(keras.callbacks.BackupAndRestore(backup_dir))
+    callbacks.append(progress)
+    return callbacks
 
 
 def make_optimizer(name: str, learning_rate: float):
@@ -242,27 +229,23 @@ def weights_sha256(weights: list[np.ndarray]) -> str:
     return h.hexdigest()
 
 
-def evaluate(model_name: str, dataset, weights) -> float:
-    """Test accuracy on the whole test set, computed locally on a
-    non-distributed copy of the model (identical on every worker)."""
-    from trainer import models
-
-    local = models.build(model_name, dataset.input_shape, dataset.num_classes)
-    local.set_weights(weights)
-    logits = local.predict(dataset.x_test, batch_size=256, verbose=0)
-    return float(np.mean(np.argmax(logits, axis=1) == dataset.y_test))
-
-
 def save_model(model, model_dir: str, is_chief: bool) -> None:
     """All workers save (saving may run collectives); only the chief keeps its copy."""
-    if is_chief:
-        model.save(model_dir)
-        return
-    tmp = tempfile.mkdtemp(prefix="trainer-model-")
     try:
-        model.save(tmp)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if is_chief:
+            model.save(model_dir)
+            return
+        tmp = tempfile.mkdtemp(prefix="trainer-model-")
+        try:
+            model.save(tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    except CLUSTER_ERRORS:
+        raise
+    except OSError as e:
+        raise OutputError(f"cannot save the model in {model_dir}: {e.strerror or e}") from None
+    except tf.errors.OpError as e:
+        raise OutputError(f"cannot save the model in {model_dir}: {_describe(e)}") from None
 
 
 def wait_for_all(cluster: ClusterInfo, barrier_id: str, timeout_s: float) -> None:

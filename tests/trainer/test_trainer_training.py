@@ -83,6 +83,11 @@ def test_two_workers_train_to_identical_weights(tmp_path):
         assert re.fullmatch(r"[0-9a-f]{64}", r["weights_sha256"])
     assert results[0]["is_chief"] and not results[1]["is_chief"]
     assert results[0]["weights_sha256"] == results[1]["weights_sha256"]
+    # Evaluated together, each of the 359 test images once (the last of 6 batches of 64
+    # is padded with images that weigh nothing).
+    accuracy = results[0]["test_accuracy"]
+    assert results[1]["test_accuracy"] == accuracy
+    assert accuracy * 359 == pytest.approx(round(accuracy * 359), abs=1e-3)
     # Metrics are aggregated over the cluster: both workers print the same
     # lines, apart from the epoch time.
     without_time = [[m[0].rsplit(" ", 1)[0] for m in epoch_lines(w.stdout())] for w in workers]

@@ -92,28 +92,28 @@ def train(strategy, args, cluster: ClusterInfo, dataset, start_time: float) -> d
     keras.utils.set_random_seed(args.seed)
     replicas = strategy.num_replicas_in_sync
     hp = recipe.resolve(
-        args.model, replicas, global_batch_size=args.global_batch_size, epochs=args.epochs,
-        optimizer=args.optimizer, learning_rate=args.learning_rate,
+        args.model, args.dataset, replicas, global_batch_size=args.global_batch_size,
+        epochs=args.epochs, optimizer=args.optimizer, learning_rate=args.learning_rate,
     )
     steps = args.steps_per_epoch or max(1, len(dataset.x_train) // hp.global_batch_size)
     train_data = strategy.distribute_datasets_from_function(
-        lambda ctx: pipeline.train_dataset(dataset, ctx, hp.global_batch_size, args.seed)
+        lambda ctx: pipeline.train_dataset(dataset, ctx, hp, args.seed)
     )
-    test_data = pipeline.test_dataset(dataset, hp.global_batch_size)
+    test_data = pipeline.test_dataset(dataset, hp)
     model = build_model(strategy, args.model, dataset, hp)
     print(
         f"worker {cluster.worker_index}/{cluster.num_workers}: {args.model} "
         f"({model.count_params()} parameters) on {dataset.name} "
         f"({len(dataset.x_train)} train, {len(dataset.x_test)} test), "
         f"global batch {hp.global_batch_size} over {replicas} replica(s), "
-        f"{steps} steps/epoch",
+        f"{steps} steps/epoch, {hp.describe()}",
         flush=True,
     )
 
     progress = EpochProgress(hp.epochs)
     fit_start = time.time()
     model.fit(train_data, epochs=hp.epochs, steps_per_epoch=steps,
-              callbacks=make_callbacks(args.backup_dir, progress), verbose=0)
+              callbacks=make_callbacks(args.backup_dir, hp, progress), verbose=0)
     fit_end = time.time()
 
     # Every worker takes part in these: each runs collectives.
@@ -133,7 +133,9 @@ def train(strategy, args, cluster: ClusterInfo, dataset, start_time: float) -> d
         "is_chief": cluster.is_chief,
         "model": args.model,
         "dataset": dataset.name,
+        "recipe": hp.recipe,
         "global_batch_size": hp.global_batch_size,
+        "learning_rate": hp.learning_rate,
         "steps_per_epoch": steps,
         "initial_epoch": progress.initial_epoch if progress.initial_epoch is not None else hp.epochs,
         "epochs": hp.epochs,
@@ -173,11 +175,13 @@ def build_model(strategy, name: str, dataset, hp: recipe.Hyperparameters):
     return model
 
 
-def make_callbacks(backup_dir: str | None, progress) -> list:
+def make_callbacks(backup_dir: str | None, hp: recipe.Hyperparameters, progress) -> list:
     callbacks = []
     if backup_dir:
         # Before `progress`: an epoch line is printed only after the backup is written.
         callbacks.append(keras.callbacks.BackupAndRestore(backup_dir))
+    # Set from the epoch number at every epoch start, so a resumed run continues the schedule.
+    callbacks.append(keras.callbacks.LearningRateScheduler(lambda epoch, _: hp.learning_rate_at(epoch)))
     callbacks.append(progress)
     return callbacks
 

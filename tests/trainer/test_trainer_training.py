@@ -153,15 +153,25 @@ def test_frozen_peer_hits_the_collective_timeout(tmp_path):
     assert elapsed < 30
 
 
-def test_two_workers_resnet56_on_cifar10_files(tmp_path):
-    write_cifar10(tmp_path / "cifar", per_batch=8, test=6)
+def test_two_workers_train_resnet56_on_cifar10_with_the_recipe(tmp_path):
+    """The recipe's defaults and pipeline on CIFAR-shaped random data: 5 x 52 training
+    images, one step of the recipe's 128 per replica on each of 2 workers."""
+    write_cifar10(tmp_path / "cifar", per_batch=52, test=257)
     args = ["--threads", "1", "--model", "resnet56", "--dataset", "cifar10",
-            "--data-dir", str(tmp_path / "cifar"), "--epochs", "1", "--steps-per-epoch", "2",
-            "--global-batch-size", "8"]
+            "--data-dir", str(tmp_path / "cifar"), "--epochs", "1"]
     workers = start_workers(2, args, tmp_path)
     codes = finish(workers, timeout=180)
     assert codes == [0, 0], [w.stderr()[-3000:] for w in workers]
     results = [result(tmp_path, "run", i) for i in range(2)]
-    assert all(r["model"] == "resnet56" and r["dataset"] == "cifar10" for r in results)
+    for w, r in zip(workers, results):
+        assert (r["model"], r["dataset"], r["recipe"]) == ("resnet56", "cifar10", "resnet56/cifar10")
+        assert (r["global_batch_size"], r["steps_per_epoch"], r["epochs"]) == (256, 1, 1)
+        assert r["learning_rate"] == pytest.approx(0.2)
+        assert "sgd learning rate 0.2, x0.1 after 30 epochs, x0.01 after 45 epochs" in w.lines[0]
     # BatchNorm moving statistics included: the workers end identical.
     assert results[0]["weights_sha256"] == results[1]["weights_sha256"]
+    # Evaluated together: 257 test images make one full global batch and 1 image padded
+    # to a second one; every image counts once, the padding not at all.
+    accuracy = results[0]["test_accuracy"]
+    assert results[1]["test_accuracy"] == accuracy
+    assert accuracy * 257 == pytest.approx(round(accuracy * 257), abs=1e-3)

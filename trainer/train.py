@@ -59,6 +59,9 @@ def exit_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, stop)
 
 
+FINAL_WAIT_MIN_S = 600  # seconds the workers wait for each other at the end, at least
+
+
 class OutputError(Exception):
     """The model or the result file could not be written after the training."""
 
@@ -121,7 +124,7 @@ def train(strategy, args, cluster: ClusterInfo, dataset, start_time: float) -> d
     digest = weights_sha256(model.get_weights())
     if args.model_dir:
         save_model(model, args.model_dir, cluster.is_chief)
-    wait_for_all(cluster, "trainer-finished", args.collective_timeout)
+    wait_for_all(strategy, args.collective_timeout)
 
     logs = progress.last_logs
     now = time.time()
@@ -197,7 +200,6 @@ class EpochProgress(keras.callbacks.Callback):
 
     def __init__(self, epochs: int):
         super().__init__()
-        self._supports_tf_logs = True  # no per-batch conversion of logs to NumPy
         self.epochs = epochs
         self.initial_epoch: int | None = None
         self.first_step_unix: float | None = None
@@ -252,16 +254,19 @@ def save_model(model, model_dir: str, is_chief: bool) -> None:
         raise OutputError(f"cannot save the model in {model_dir}: {_describe(e)}") from None
 
 
-def wait_for_all(cluster: ClusterInfo, barrier_id: str, timeout_s: float) -> None:
-    """Keep every worker alive until all are done: a worker that exits early
-    can break a peer's last collective or its coordination-service link."""
-    if cluster.num_workers < 2:
-        return
-    from tensorflow.python.eager import context
+def wait_for_all(strategy, collective_timeout: float) -> None:
+    """Return once every worker has got here, through one all-reduce: a worker that
+    exits while a peer is still in its last collective can fail that peer."""
+    # Generous: saving the model can hold one worker back. A lost peer still fails the
+    # all-reduce at once, a frozen one through the coordination service's heartbeat.
+    timeout = max(collective_timeout, FINAL_WAIT_MIN_S) if collective_timeout else None
+    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=timeout)
 
-    # Generous: a lost peer still fails the barrier through the heartbeat.
-    timeout_ms = int(max(timeout_s or 24 * 3600, 600) * 1000)
-    context.context().wait_at_barrier(barrier_id, timeout_ms)
+    def arrive():
+        context = tf.distribute.get_replica_context()
+        return context.all_reduce(tf.distribute.ReduceOp.SUM, tf.constant(1.0), options=options)
+
+    strategy.run(arrive)
 
 
 def process_start_time(fallback: float) -> float:

@@ -18,10 +18,19 @@ import math
 import os
 import sys
 import tempfile
+import textwrap
 import time
 from dataclasses import dataclass
 
 from trainer import INSTALL_HINT, ConfigError
+from trainer.recipe import (
+    ADAM_LR,
+    CROP_PADDING,
+    DEFAULT_EPOCHS,
+    DEFAULT_GLOBAL_BATCH,
+    RESNET56_CIFAR10,
+    SGD_LR_PER_128,
+)
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -30,10 +39,6 @@ EXIT_CLUSTER = 3
 
 DATASETS = ("digits", "cifar10", "synthetic")
 MODELS = ("small_cnn", "resnet56")
-ADAM_LR = 1e-3
-DEFAULT_GLOBAL_BATCH = 64
-SGD_LR_PER_128 = 0.1  # SGD learning rate for a global batch of 128, scaled linearly
-DEFAULT_OPTIMIZER = {"small_cnn": "adam", "resnet56": "sgd"}
 
 
 @dataclass(frozen=True)
@@ -85,19 +90,45 @@ def read_tf_config(environ=os.environ) -> ClusterInfo:
     return ClusterInfo(task_type, task_index, len(chiefs) + len(workers), rank)
 
 
+def _recipe_help() -> str:
+    r = RESNET56_CIFAR10
+    size = 32  # CIFAR-10 images
+    decays = " and ".join(f"x{factor:g} after {epoch}" for epoch, factor in r.decays)
+    return (
+        f"Recipe: --model resnet56 --dataset cifar10 trains with ResNet-56's CIFAR-10 recipe "
+        f"by default: a global batch of {r.per_replica_batch} per replica, {r.epochs} epochs, "
+        f"SGD with momentum 0.9 at a base learning rate of "
+        f"{SGD_LR_PER_128 * r.per_replica_batch / 128:g} per replica "
+        f"({SGD_LR_PER_128:g} x global batch / 128), {decays} epochs; every image "
+        f"standardized to zero mean and unit variance; every training image padded with "
+        f"zeros to {size + 2 * CROP_PADDING}x{size + 2 * CROP_PADDING}, cropped back to "
+        f"{size}x{size} at a random place and flipped left-right at random. "
+        f"--global-batch-size, --epochs, --optimizer and --learning-rate each replace their "
+        f"part; the decays and the image processing stay. The recipe's global batch grows "
+        f"with the workers: give --global-batch-size to keep it through a restart on more "
+        f"or fewer workers."
+    )
+
+
+def _paragraphs(*texts: str) -> str:
+    return "\n\n".join(textwrap.fill(t, width=79) for t in texts)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m trainer",
-        description=(
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # keeps the paragraphs below
+        description=_paragraphs(
             "Train a model with TensorFlow MultiWorkerMirroredStrategy. The cluster "
             "comes from the TF_CONFIG environment variable; without it the trainer "
             "runs as a single process."
         ),
-        epilog=(
+        epilog=_paragraphs(
+            _recipe_help(),
             "Exit codes: 0 finished; 1 training failed, or the model or result could "
             "not be written; 2 bad options, TF_CONFIG, data or output path, or "
             "TensorFlow missing; 3 lost peer or collective timeout "
-            "(restart to resume from --backup-dir)."
+            "(restart to resume from --backup-dir).",
         ),
     )
     p.add_argument("--model", choices=MODELS, default="small_cnn",
@@ -107,18 +138,24 @@ def build_parser() -> argparse.ArgumentParser:
                         "(needs --data-dir) or synthetic (seeded random 32x32x3)")
     p.add_argument("--data-dir", metavar="DIR",
                    help="CIFAR-10 python batches, in DIR or DIR/cifar-10-batches-py")
-    p.add_argument("--epochs", type=_whole(1), default=10)
+    p.add_argument("--epochs", type=_whole(1),
+                   help=f"default {DEFAULT_EPOCHS}; {RESNET56_CIFAR10.epochs} in the recipe below")
     p.add_argument("--global-batch-size", type=_whole(1),
-                   help=f"batch size summed over all replicas (default {DEFAULT_GLOBAL_BATCH}, "
-                        "rounded up to a multiple of the number of workers)")
+                   help=f"batch size summed over all replicas (default {DEFAULT_GLOBAL_BATCH}; "
+                        f"{RESNET56_CIFAR10.per_replica_batch} per replica in the recipe below), "
+                        "rounded up to a multiple of the number of replicas (one per worker on "
+                        "CPU). A given size does not grow with the workers: a restart on more "
+                        "or fewer of them keeps it up to that rounding, e.g. 64 is 64 on 2 "
+                        "workers and 66 on 3")
     p.add_argument("--steps-per-epoch", type=_whole(1),
                    help="default: training examples // global batch size")
     p.add_argument("--optimizer", choices=("adam", "sgd"),
                    help="default: adam for small_cnn, sgd with momentum 0.9 for resnet56")
     p.add_argument("--learning-rate", type=_number("a positive number", 0, False),
-                   help="default: 0.001 for adam; for sgd 0.1 x global batch size / 128")
+                   help=f"the base rate. Default: {ADAM_LR:g} for adam; for sgd "
+                        f"{SGD_LR_PER_128:g} x global batch size / 128")
     p.add_argument("--seed", type=_whole(0, MAX_SEED), default=0,
-                   help="seeds initial weights, shuffling and synthetic data: 0 (default) "
+                   help="seeds initial weights, shuffling, augmentation and synthetic data: 0 (default) "
                         f"to {MAX_SEED}")
     p.add_argument("--threads", type=_whole(0, MAX_THREADS), default=0,
                    help=f"TensorFlow intra-op and inter-op threads, up to {MAX_THREADS}; 0 "
@@ -236,22 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster = read_tf_config()
     except ConfigError as e:
         return _fail(f"trainer: {e}", EXIT_CONFIG)
-    if args.global_batch_size is None:
-        workers = cluster.num_workers
-        args.global_batch_size = -(-DEFAULT_GLOBAL_BATCH // workers) * workers
-    if args.optimizer is None:
-        args.optimizer = DEFAULT_OPTIMIZER[args.model]
-    if args.learning_rate is None:
-        args.learning_rate = (
-            ADAM_LR if args.optimizer == "adam"
-            else SGD_LR_PER_128 * args.global_batch_size / 128
-        )
     try:
-        if args.global_batch_size % cluster.num_workers:
-            raise ConfigError(
-                f"--global-batch-size {args.global_batch_size} is not divisible by the "
-                f"{cluster.num_workers} workers in TF_CONFIG"
-            )
         if args.data_dir and args.dataset != "cifar10":
             raise ConfigError("--data-dir is only used with --dataset cifar10")
         check_output_paths(args, cluster)

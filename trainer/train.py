@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from trainer import ConfigError
+from trainer import ConfigError, pipeline, recipe
 from trainer._keras import keras, tf
 from trainer.cli import EXIT_CLUSTER, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ClusterInfo
 
@@ -59,6 +59,9 @@ def exit_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, stop)
 
 
+FINAL_WAIT_MIN_S = 600  # seconds the workers wait for each other at the end, at least
+
+
 class OutputError(Exception):
     """The model or the result file could not be written after the training."""
 
@@ -89,60 +92,39 @@ def run(args, cluster: ClusterInfo, dataset, start_time: float) -> int:
 
 
 def train(strategy, args, cluster: ClusterInfo, dataset, start_time: float) -> dict:
-    from trainer import models
-
     keras.utils.set_random_seed(args.seed)
     replicas = strategy.num_replicas_in_sync
-    if args.global_batch_size % replicas:
-        raise ConfigError(
-            f"--global-batch-size {args.global_batch_size} is not divisible by "
-            f"{replicas} replicas"
-        )
-    steps = args.steps_per_epoch or max(1, len(dataset.x_train) // args.global_batch_size)
-    train_data = strategy.distribute_datasets_from_function(
-        lambda ctx: train_pipeline(dataset, ctx, args.global_batch_size, args.seed)
+    hp = recipe.resolve(
+        args.model, args.dataset, replicas, global_batch_size=args.global_batch_size,
+        epochs=args.epochs, optimizer=args.optimizer, learning_rate=args.learning_rate,
     )
-    with strategy.scope():
-        model = models.build(args.model, dataset.input_shape, dataset.num_classes)
-        model.compile(
-            optimizer=make_optimizer(args.optimizer, args.learning_rate),
-            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            metrics=["accuracy"],
-        )
+    steps = args.steps_per_epoch or max(1, len(dataset.x_train) // hp.global_batch_size)
+    train_data = strategy.distribute_datasets_from_function(
+        lambda ctx: pipeline.train_dataset(dataset, ctx, hp, args.seed)
+    )
+    test_data = pipeline.test_dataset(dataset, hp)
+    model = build_model(strategy, args.model, dataset, hp)
     print(
         f"worker {cluster.worker_index}/{cluster.num_workers}: {args.model} "
         f"({model.count_params()} parameters) on {dataset.name} "
         f"({len(dataset.x_train)} train, {len(dataset.x_test)} test), "
-        f"global batch {args.global_batch_size} over {replicas} replica(s), "
-        f"{steps} steps/epoch",
+        f"global batch {hp.global_batch_size} over {replicas} replica(s), "
+        f"{steps} steps/epoch, {hp.describe()}",
         flush=True,
     )
 
-    progress = EpochProgress(args.epochs)
-    callbacks = []
-    if args.backup_dir:
-        # Before `progress`: an epoch line is printed only after the backup is written.
-        callbacks.append(keras.callbacks.BackupAndRestore(args.backup_dir))
-    callbacks.append(progress)
+    progress = EpochProgress(hp.epochs)
     fit_start = time.time()
-    model.fit(train_data, epochs=args.epochs, steps_per_epoch=steps, callbacks=callbacks, verbose=0)
+    model.fit(train_data, epochs=hp.epochs, steps_per_epoch=steps,
+              callbacks=make_callbacks(args.backup_dir, hp, progress), verbose=0)
     fit_end = time.time()
 
-    # Every worker takes part in these: reading synced variables and saving
-    # may run collectives.
-    weights = model.get_weights()
-    digest = weights_sha256(weights)
+    # Every worker takes part in these: each runs collectives.
+    test_accuracy = float(model.evaluate(test_data, verbose=0, return_dict=True)["accuracy"])
+    digest = weights_sha256(model.get_weights())
     if args.model_dir:
-        try:
-            save_model(model, args.model_dir, cluster.is_chief)
-        except CLUSTER_ERRORS:
-            raise
-        except OSError as e:
-            raise OutputError(f"cannot save the model in {args.model_dir}: {e.strerror or e}") from None
-        except tf.errors.OpError as e:
-            raise OutputError(f"cannot save the model in {args.model_dir}: {_describe(e)}") from None
-    test_accuracy = evaluate(args.model, dataset, weights)
-    wait_for_all(cluster, "trainer-finished", args.collective_timeout)
+        save_model(model, args.model_dir, cluster.is_chief)
+    wait_for_all(strategy, args.collective_timeout)
 
     logs = progress.last_logs
     now = time.time()
@@ -154,10 +136,12 @@ def train(strategy, args, cluster: ClusterInfo, dataset, start_time: float) -> d
         "is_chief": cluster.is_chief,
         "model": args.model,
         "dataset": dataset.name,
-        "global_batch_size": args.global_batch_size,
+        "recipe": hp.recipe,
+        "global_batch_size": hp.global_batch_size,
+        "learning_rate": hp.learning_rate,
         "steps_per_epoch": steps,
-        "initial_epoch": progress.initial_epoch if progress.initial_epoch is not None else args.epochs,
-        "epochs": args.epochs,
+        "initial_epoch": progress.initial_epoch if progress.initial_epoch is not None else hp.epochs,
+        "epochs": hp.epochs,
         "final_loss": _float_or_none(logs.get("loss")),
         "final_accuracy": _float_or_none(logs.get("accuracy")),
         "test_accuracy": test_accuracy,
@@ -180,20 +164,29 @@ def train(strategy, args, cluster: ClusterInfo, dataset, start_time: float) -> d
     return result
 
 
-def train_pipeline(dataset, ctx, global_batch_size: int, seed: int):
-    """This worker's share of the training data: shard ``input_pipeline_id``
-    of ``num_input_pipelines``, shuffled with a fixed seed, repeated, batched
-    per replica. Deterministic for a given cluster size and seed."""
-    pid, n = ctx.input_pipeline_id, ctx.num_input_pipelines
-    x, y = dataset.x_train[pid::n], dataset.y_train[pid::n]
-    batch = ctx.get_per_replica_batch_size(global_batch_size)
-    if len(x) < batch:
-        raise ConfigError(
-            f"worker shard has {len(x)} examples, fewer than the per-replica batch {batch}"
+def build_model(strategy, name: str, dataset, hp: recipe.Hyperparameters):
+    from trainer import models
+
+    with strategy.scope():
+        model = models.build(name, dataset.input_shape, dataset.num_classes)
+        model.compile(
+            optimizer=make_optimizer(hp.optimizer, hp.learning_rate),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            # Weighted, so that the test set's padding (weight 0) does not count.
+            weighted_metrics=["accuracy"],
         )
-    ds = tf.data.Dataset.from_tensor_slices((x, y))
-    ds = ds.shuffle(len(x), seed=seed, reshuffle_each_iteration=True).repeat()
-    return ds.batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+    return model
+
+
+def make_callbacks(backup_dir: str | None, hp: recipe.Hyperparameters, progress) -> list:
+    callbacks = []
+    if backup_dir:
+        # Before `progress`: an epoch line is printed only after the backup is written.
+        callbacks.append(keras.callbacks.BackupAndRestore(backup_dir))
+    # Set from the epoch number at every epoch start, so a resumed run continues the schedule.
+    callbacks.append(keras.callbacks.LearningRateScheduler(lambda epoch, _: hp.learning_rate_at(epoch)))
+    callbacks.append(progress)
+    return callbacks
 
 
 def make_optimizer(name: str, learning_rate: float):
@@ -207,7 +200,6 @@ class EpochProgress(keras.callbacks.Callback):
 
     def __init__(self, epochs: int):
         super().__init__()
-        self._supports_tf_logs = True  # no per-batch conversion of logs to NumPy
         self.epochs = epochs
         self.initial_epoch: int | None = None
         self.first_step_unix: float | None = None
@@ -243,39 +235,38 @@ def weights_sha256(weights: list[np.ndarray]) -> str:
     return h.hexdigest()
 
 
-def evaluate(model_name: str, dataset, weights) -> float:
-    """Test accuracy on the whole test set, computed locally on a
-    non-distributed copy of the model (identical on every worker)."""
-    from trainer import models
-
-    local = models.build(model_name, dataset.input_shape, dataset.num_classes)
-    local.set_weights(weights)
-    logits = local.predict(dataset.x_test, batch_size=256, verbose=0)
-    return float(np.mean(np.argmax(logits, axis=1) == dataset.y_test))
-
-
 def save_model(model, model_dir: str, is_chief: bool) -> None:
     """All workers save (saving may run collectives); only the chief keeps its copy."""
-    if is_chief:
-        model.save(model_dir)
-        return
-    tmp = tempfile.mkdtemp(prefix="trainer-model-")
     try:
-        model.save(tmp)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if is_chief:
+            model.save(model_dir)
+            return
+        tmp = tempfile.mkdtemp(prefix="trainer-model-")
+        try:
+            model.save(tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    except CLUSTER_ERRORS:
+        raise
+    except OSError as e:
+        raise OutputError(f"cannot save the model in {model_dir}: {e.strerror or e}") from None
+    except tf.errors.OpError as e:
+        raise OutputError(f"cannot save the model in {model_dir}: {_describe(e)}") from None
 
 
-def wait_for_all(cluster: ClusterInfo, barrier_id: str, timeout_s: float) -> None:
-    """Keep every worker alive until all are done: a worker that exits early
-    can break a peer's last collective or its coordination-service link."""
-    if cluster.num_workers < 2:
-        return
-    from tensorflow.python.eager import context
+def wait_for_all(strategy, collective_timeout: float) -> None:
+    """Return once every worker has got here, through one all-reduce: a worker that
+    exits while a peer is still in its last collective can fail that peer."""
+    # Generous: saving the model can hold one worker back. A lost peer still fails the
+    # all-reduce at once, a frozen one through the coordination service's heartbeat.
+    timeout = max(collective_timeout, FINAL_WAIT_MIN_S) if collective_timeout else None
+    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=timeout)
 
-    # Generous: a lost peer still fails the barrier through the heartbeat.
-    timeout_ms = int(max(timeout_s or 24 * 3600, 600) * 1000)
-    context.context().wait_at_barrier(barrier_id, timeout_ms)
+    def arrive():
+        context = tf.distribute.get_replica_context()
+        return context.all_reduce(tf.distribute.ReduceOp.SUM, tf.constant(1.0), options=options)
+
+    strategy.run(arrive)
 
 
 def process_start_time(fallback: float) -> float:

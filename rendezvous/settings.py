@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import shlex
-import tomllib
+from ._compat import tomllib
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 

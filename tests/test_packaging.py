@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import tomllib
+from rendezvous._compat import tomllib
 from pathlib import Path
 
 

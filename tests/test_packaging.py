@@ -167,21 +167,18 @@ def installed(request, wheel, tmp_path_factory) -> Path:
     return venv / "bin"
 
 
-def outside_checkout(argv, **kwargs) -> subprocess.Popen:
-    """Popen in a temporary directory, so that `python -m` finds the installed packages."""
-    env = {k: v for k, v in kwargs.pop("env", os.environ).items() if k != "PYTHONPATH"}
-    return subprocess.Popen(argv, env=env, cwd=kwargs.pop("cwd"), **kwargs)
+def without_pythonpath(env) -> dict[str, str]:
+    """The installed packages, not the checkout's (the commands also run outside it)."""
+    return {k: v for k, v in env.items() if k != "PYTHONPATH"}
 
 
-def run_outside_checkout(argv, cwd) -> subprocess.CompletedProcess:
-    with outside_checkout(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
-        stdout, stderr = proc.communicate(timeout=60)
-    return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+def run_installed(argv, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=cwd, env=without_pythonpath(os.environ), capture_output=True, text=True, timeout=60)
 
 
 @pytest.mark.install
 def test_installed_command_prints_its_version(installed, tmp_path):
-    result = run_outside_checkout([installed / "rendezvous", "--version"], tmp_path)
+    result = run_installed([installed / "rendezvous", "--version"], tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"rendezvous {__version__}"
 
@@ -196,7 +193,8 @@ def test_installed_daemon_runs_a_two_peer_job_on_loopback(installed, tmp_path):
         start_peer(
             [installed / "rendezvous", "join", "--expect", "2", "--job", job, "--address", address,
              "--timeout", "40", "--", "sh", "-c", record, str(out)],
-            tmp_path, f"peer-{address}", popen=lambda argv, **kw: outside_checkout(argv, cwd=tmp_path, **kw),
+            tmp_path, f"peer-{address}",
+            popen=lambda argv, env, **kw: subprocess.Popen(argv, env=without_pythonpath(env), cwd=tmp_path, **kw),
         )
         for address in ("127.0.0.3", "127.0.0.2")
     ]
@@ -210,7 +208,7 @@ def test_installed_daemon_runs_a_two_peer_job_on_loopback(installed, tmp_path):
 
 @pytest.mark.install
 def test_trainer_without_its_extra_names_the_package_to_install(installed, tmp_path):
-    result = run_outside_checkout([installed / "python", "-m", "trainer", "--epochs", "1"], tmp_path)
+    result = run_installed([installed / "python", "-m", "trainer", "--epochs", "1"], tmp_path)
     assert result.returncode == 2, result.stderr
     assert "is not installed" in result.stderr
     assert "pip install 'tf-rendezvous[trainer]'" in result.stderr

@@ -115,7 +115,8 @@ class Launcher:
         try:
             self._process = await asyncio.create_subprocess_exec(
                 sys.executable, "-I", "-S", "-c", _GATE, str(ready_write), str(gate_read), str(os.getpid()), *command,
-                env={**inherited, **env}, pass_fds=(ready_write, gate_read), process_group=0,
+                # a session of its own is also a process group of its own (process_group=0: 3.11+)
+                env={**inherited, **env}, pass_fds=(ready_write, gate_read), start_new_session=True,
             )
         except BaseException:
             os.close(gate_write)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import stat
-import tomllib
+
+from ._compat import tomllib
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 

@@ -402,7 +402,8 @@ def distinct(strategy: st.SearchStrategy[Peer]) -> st.SearchStrategy[list[Peer]]
         strategy,
         min_size=1,
         max_size=10,
-        unique_by=(lambda p: p.node_id, lambda p: (p.address, p.port)),
+        # join() refuses a peer that shares its address and either port with another
+        unique_by=(lambda p: p.node_id, lambda p: (p.address, p.port), lambda p: (p.address, p.tf_port)),
     )
 
 

@@ -6,7 +6,7 @@ and configuration errors are fast.
 """
 
 INSTALL_HINT = (
-    "pip install 'rendezvous[trainer]'  (or pip install '.[trainer]' from a checkout)"
+    "pip install 'tf-rendezvous[trainer]'  (or pip install '.[trainer]' from a checkout)"
 )
 
 

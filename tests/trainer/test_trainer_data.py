@@ -194,5 +194,5 @@ def test_missing_extra_gives_install_command(blocked, package):
         "from trainer.cli import main\n"
         "sys.exit(main(['--epochs', '1']))\n"
     )
-    _assert_clean_error(proc, f"{package} is not installed", "pip install 'rendezvous[trainer]'",
+    _assert_clean_error(proc, f"{package} is not installed", "pip install 'tf-rendezvous[trainer]'",
                         "pip install '.[trainer]'")

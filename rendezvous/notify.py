@@ -98,7 +98,7 @@ class SystemdNotifier(Reporter):
             self.send(STATUS=line)
 
     def stopping(self) -> None:
-        if self._last_status and self._last_status.startswith("finished"):
+        if self._last_status and ", finished" in self._last_status:
             self.send(STOPPING="1")  # keep the exit code in view
         else:
             self.send(STOPPING="1", STATUS="stopping")

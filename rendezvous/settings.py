@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import os
 import stat
-
-from ._compat import tomllib
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
+
+from ._compat import tomllib
 
 from .config import (
     BY_NAME,

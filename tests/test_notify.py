@@ -128,8 +128,8 @@ def test_notifier_sends_status_only_when_it_changes(tmp_path):
         "READY=1",
         "STATUS=waiting for peers 1/2",
         "STATUS=waiting for peers 2/2",
-        "STATUS=worker 1 of 2 training",
-        "STATUS=finished: worker 1 of 2, exit code 0",
+        "STATUS=round 1, worker 1 of 2 training",
+        "STATUS=round 1, finished: worker 1 of 2, exit code 0",
         "STOPPING=1",
     ]
     receiver.close()
@@ -214,15 +214,15 @@ def test_two_peers_speak_the_notify_protocol(tmp_path, monkeypatch):
         assert messages[0] == "READY=1", messages
         statuses = [m.split("=", 1)[1] for line in messages for m in line.split("\n") if m.startswith("STATUS=")]
         assert statuses[0].startswith("waiting for peers ") and statuses[0].endswith("/2"), statuses
-        assert f"worker {rank} of 2 training" in statuses, statuses
-        assert statuses[-1] == f"finished: worker {rank} of 2, exit code 0", statuses
-        order = [statuses.index(s) for s in (statuses[0], f"worker {rank} of 2 training", statuses[-1])]
+        assert f"round 1, worker {rank} of 2 training" in statuses, statuses
+        assert statuses[-1] == f"round 1, finished: worker {rank} of 2, exit code 0", statuses
+        order = [statuses.index(s) for s in (statuses[0], f"round 1, worker {rank} of 2 training", statuses[-1])]
         assert order == sorted(order)
         # the command ran ~1 s; a ping every 0.1 s
         assert messages.count("WATCHDOG=1") >= 5, messages
         # STOPPING once the command has finished (pings may go on until the daemon exits)
         assert messages.count("STOPPING=1") == 1, messages
-        assert messages.index("STOPPING=1") > messages.index(f"STATUS=finished: worker {rank} of 2, exit code 0")
+        assert messages.index("STOPPING=1") > messages.index(f"STATUS=round 1, finished: worker {rank} of 2, exit code 0")
         assert messages.index("READY=1") < messages.index("WATCHDOG=1")
     # the notify socket is the daemon's: the command does not inherit it
     for env_file in out.glob("*.env"):
@@ -264,8 +264,8 @@ def test_a_stop_says_stopping_and_ends_the_command(tmp_path, monkeypatch):
     assert peer.wait(timeout=20) == 128 + signal.SIGTERM, peer.log
     messages = receiver.messages()
     receiver.close()
-    assert "STATUS=worker 0 of 1 training" in messages, messages
-    assert messages.index("STOPPING=1\nSTATUS=stopping") > messages.index("STATUS=worker 0 of 1 training")
+    assert "STATUS=round 1, worker 0 of 1 training" in messages, messages
+    assert messages.index("STOPPING=1\nSTATUS=stopping") > messages.index("STATUS=round 1, worker 0 of 1 training")
     try:
         os.killpg(record["pgid"], 0)
         alive = True

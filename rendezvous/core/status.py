@@ -69,16 +69,20 @@ def _worker(status: NodeStatus) -> str:
 
 
 def status_line(status: NodeStatus) -> str:
-    """One short line for systemd's STATUS=: `waiting for peers 1/2`, `worker 1 of 2 training`."""
+    """One short line for systemd's STATUS=: `waiting for peers 1/2`, `round 1, worker 1 of
+    2 training`; from round 2 on, waiting says its round too."""
     if status.phase is Phase.WAITING or status.rank is None:
-        return f"waiting for peers {len(status.seen) or 1}/{status.expect}"
+        waiting = f"waiting for peers {len(status.seen) or 1}/{status.expect}"
+        return waiting if status.round == 1 else f"round {status.round}, {waiting}"
     if status.phase is Phase.FROZEN:
-        return f"{_worker(status)}: starting"
-    if status.phase is Phase.RUNNING:
-        return f"{_worker(status)} training"
-    if status.exit_code is None:
-        return "finished"
-    return f"finished: {_worker(status)}, exit code {status.exit_code}"
+        doing = f"{_worker(status)}: starting"
+    elif status.phase is Phase.RUNNING:
+        doing = f"{_worker(status)} training"
+    elif status.exit_code is None:
+        doing = "finished"
+    else:
+        doing = f"finished: {_worker(status)}, exit code {status.exit_code}"
+    return f"round {status.round}, {doing}"
 
 
 def progress_line(status: NodeStatus) -> str:

@@ -27,14 +27,12 @@ from .core.advert import Phase
 from .core.status import NodeStatus
 from .core.tf_config import Membership
 from .core.view import PeerView
+from .core.member import RoundEnd, is_last_round
 from .discovery import DiscoveryEvent, DiscoveryFactory, Seen
 from .discovery.mdns import MdnsDiscovery
-from .core.member import RoundEnd, is_last_round
-from .core.round import Policy
 from .errors import JobFailed, RendezvousTimeout
 from .joining import Joiner
 from .launcher import Launcher
-from .ports import PortReservation
 from .report import Reporter
 from .resources import Resources, SessionFactory, bind_resources
 
@@ -76,7 +74,6 @@ class Node:
         self._phase = Phase.WAITING
         self._membership: Optional[Membership] = None
         self._joiner: Optional[Joiner] = None
-        self._policy = Policy(config.max_restarts, frozenset(config.no_restart_on))
         self._stopping = asyncio.Event()
         self._stop_signal: Optional[int] = None
         self._stopping_reported = False
@@ -159,20 +156,16 @@ class Node:
             if isinstance(end, int):
                 return end
             await self.launcher.stop(self.config.stop_grace)
-            assert self._joiner is not None
-            await self._joiner.close()
-            membership = self._joiner.state.membership
-            played = membership.round if membership else number
+            await self._joiner.close()  # type: ignore[union-attr]  # set by _round
+            played = self._joiner.state.round or number  # type: ignore[union-attr]
             if end.completed:
                 log.info("job %r completed in round %d: %s", self.config.job, played, end.reason)
                 self._enter(Phase.FINISHED)
                 return 0
-            if is_last_round(end, played, self._policy):
-                raise JobFailed(
-                    f"job {self.config.job!r} failed in round {played} of at most "
-                    f"{self.config.max_restarts + 1}, no restart follows: {end.reason}",
-                    end.exit_code,
-                )
+            if is_last_round(end, played, self._res.policy):
+                limit = self.config.max_restarts + 1
+                why = f"failed in round {played} of at most {limit}, no restart follows: {end.reason}"
+                raise JobFailed(f"job {self.config.job!r} {why}", end.exit_code)
             log.warning("round %d ended: %s; round %d starts", played, end.reason, played + 1)
             number = played + 1
             self._next_round(number)
@@ -196,9 +189,7 @@ class Node:
         """A fresh launcher and the TF port held again, for the same advert."""
         self.launcher = self._make_launcher()
         self._membership = None
-        me = self._res.me
-        self._res.reservation.release()
-        self._res.reservation = PortReservation(me.tf_port, ipv6=me.address.version == 6)
+        self._res.hold_tf_port()
         self._enter(Phase.WAITING)
         self._advertise(Phase.WAITING, number)
 

@@ -52,8 +52,14 @@ class Resources:
     service: CoordinatorService
     discovery: Discovery
     on_view: Callable[[], None]  # after every change of the view
+    policy: Policy  # when a failed round is the last
     registration: Optional[Path] = None
     view_changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def hold_tf_port(self) -> None:
+        """Hold this node's TF port again for the next round (the last command bound it)."""
+        self.reservation.release()
+        self.reservation = PortReservation(self.me.tf_port, ipv6=self.me.address.version == 6)
 
     def update_view(self, view: PeerView) -> None:
         self.view = view
@@ -114,7 +120,7 @@ def bind_resources(
         me, config.job, config.expect, target, status, config.timings, config.liveness_timeout, policy
     )
     discovery = make_discovery(address, view.me, on_discovery)
-    resources = Resources(me, view, reservation, server, health.aio.HealthServicer(), service, discovery, on_view)
+    resources = Resources(me, view, reservation, server, health.aio.HealthServicer(), service, discovery, on_view, policy)
     return resources
 
 

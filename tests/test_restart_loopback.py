@@ -125,3 +125,21 @@ def test_a_killed_daemon_takes_its_command_along_and_its_restart_joins_the_next_
     final = wait_for_starts(tmp_path, last, 3)
     assert last > 1 and [r["world"] for r in final] == [3, 3, 3]
     assert "its rendezvous daemon was lost" in "".join(p.log for p in survivors) or victim == 0
+
+
+def test_a_frozen_daemon_fails_the_round_and_rejoins_when_it_thaws(tmp_path, job):
+    """SIGSTOP of a member's daemon (as a cut link looks to the others): the coordinator
+    hears nothing for the liveness timeout and ends the round; the frozen node, thawed,
+    finds it heard nothing either, stops its command and joins the next round."""
+    peers = [start(tmp_path, job, "hang-first-round", a) for a in ADDRESSES]
+    first = wait_for_starts(tmp_path, 1, 3)
+    peers[2].proc.send_signal(signal.SIGSTOP)
+    try:
+        for record in first[:2]:
+            wait_gone(record["pid"])  # the others stopped theirs
+    finally:
+        peers[2].proc.send_signal(signal.SIGCONT)
+    for peer in peers:
+        assert peer.wait() == 0, peer.log
+    assert "not heard from for" in peers[0].log, peers[0].log
+    assert len(wait_for_starts(tmp_path, 2, 3)) == 3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import signal
 import sys
@@ -72,3 +73,32 @@ def test_a_stopped_job_resumes_from_its_backup(tmp_path):
     assert all(s["initial_epoch"] >= 2 for s in summaries), summaries
     assert len({s["weights_sha256"] for s in summaries}) == 1
     assert "epoch 1/4" not in second[0].log
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            found += [int(c) for c in f.read().split()]
+    return found
+
+
+def test_a_killed_trainer_restarts_the_round_and_training_resumes_from_its_backup(tmp_path):
+    """kill -9 of one trainer in epoch 3: every node stops its trainer, a new round forms by
+    itself, and training goes on from the last saved epoch to identical weights."""
+    addresses = ["127.0.0.2", "127.0.0.3"]
+    options = ["--epochs", "4", "--backup-dir", str(tmp_path / "backup")]
+    peers = train(tmp_path, addresses, options)
+    deadline = time.monotonic() + 300
+    while not all("epoch 2/4" in p.log for p in peers):
+        assert time.monotonic() < deadline, peers[0].log
+        assert all(p.proc.poll() is None for p in peers), peers[0].log
+        time.sleep(0.1)
+    (trainer,) = children(peers[1].proc.pid)
+    os.kill(trainer, signal.SIGKILL)
+    for peer in peers:
+        assert peer.wait(timeout=400) == 0, peer.log
+        assert "round 2 starts" in peer.log and "command exited with code 137" in peer.log
+    summaries = results(tmp_path, addresses)
+    assert all(s["initial_epoch"] >= 2 for s in summaries), summaries
+    assert len({s["weights_sha256"] for s in summaries}) == 1

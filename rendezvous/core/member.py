@@ -205,6 +205,11 @@ class Member:
     def frozen(self) -> bool:
         return self.membership is not None
 
+    @property
+    def round(self) -> Optional[int]:
+        """The round this node was frozen in, once it was."""
+        return self.membership.round if self.membership else None
+
 
 @dataclass(frozen=True)
 class Step:

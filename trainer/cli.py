@@ -51,10 +51,6 @@ class ClusterInfo:
     worker_index: int  # global rank: chief first, then workers
 
     @property
-    def distributed(self) -> bool:
-        return self.task_type is not None
-
-    @property
     def is_chief(self) -> bool:
         return self.worker_index == 0
 

@@ -51,10 +51,6 @@ class ClusterInfo:
     worker_index: int  # global rank: chief first, then workers
 
     @property
-    def distributed(self) -> bool:
-        return self.task_type is not None
-
-    @property
     def is_chief(self) -> bool:
         return self.worker_index == 0
 
@@ -155,8 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"the base rate. Default: {ADAM_LR:g} for adam; for sgd "
                         f"{SGD_LR_PER_128:g} x global batch size / 128")
     p.add_argument("--seed", type=_whole(0, MAX_SEED), default=0,
-                   help="seeds initial weights, shuffling, augmentation and synthetic data: 0 (default) "
-                        f"to {MAX_SEED}")
+                   help="seeds initial weights, shuffling, augmentation and synthetic data: "
+                        f"0 (default) to {MAX_SEED}")
     p.add_argument("--threads", type=_whole(0, MAX_THREADS), default=0,
                    help=f"TensorFlow intra-op and inter-op threads, up to {MAX_THREADS}; 0 "
                         "(default) lets TensorFlow choose. Use 1 when several workers share "

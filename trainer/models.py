@@ -9,8 +9,6 @@ from trainer._keras import keras, tf
 
 layers = keras.layers
 
-MODELS = ("small_cnn", "resnet56")
-
 
 def build(name: str, input_shape, num_classes: int = 10) -> keras.Model:
     if name == "small_cnn":

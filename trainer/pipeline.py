@@ -35,16 +35,19 @@ def test_dataset(dataset, hp: Hyperparameters):
     ``model.evaluate`` to split among the replicas.
 
     The set is padded up to a whole number of batches with blank images of weight 0:
-    a short last batch would leave some replica an empty batch, and an empty batch fails
-    the step (oneDNN's convolution rejects it). Weighted metrics then count every real
-    example once and the padding not at all.
+    a short last batch can leave a replica an empty batch, on which the convolution
+    fails ("input depth must be evenly divisible by filter depth: 1 vs 32"). Weighted
+    metrics then count every real example once and the padding not at all.
     """
     x, y = dataset.x_test, dataset.y_test
     padding = -len(x) % hp.global_batch_size
-    weights = np.concatenate([np.ones(len(x), np.float32), np.zeros(padding, np.float32)])
-    x = np.concatenate([x, np.zeros((padding, *x.shape[1:]), x.dtype)])
-    y = np.concatenate([y, np.zeros(padding, y.dtype)])
-    ds = tf.data.Dataset.from_tensor_slices((x, y, weights))
+    real = tf.data.Dataset.from_tensor_slices((x, y, np.ones(len(x), np.float32)))
+    blank = tf.data.Dataset.from_tensor_slices((
+        np.zeros((padding, *x.shape[1:]), x.dtype),
+        np.zeros(padding, y.dtype),
+        np.zeros(padding, np.float32),
+    ))
+    ds = real.concatenate(blank)
     if hp.standardize:
         ds = ds.map(lambda image, label, weight: (*_standardize(image, label), weight),
                     num_parallel_calls=tf.data.AUTOTUNE)

@@ -9,8 +9,8 @@ import pytest
 from trainer_cluster import REPO
 
 sys.path.insert(0, str(REPO))
-from trainer.recipe import resolve, round_global_batch  # noqa: E402
 from trainer.cli import build_parser  # noqa: E402
+from trainer.recipe import resolve, round_global_batch  # noqa: E402
 
 
 @pytest.mark.parametrize("requested", [1, 7, 63, 64, 65, 96, 128, 1000])

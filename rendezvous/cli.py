@@ -83,7 +83,10 @@ def _text_type(option: Option) -> Callable[[str], object]:
     """argparse's `type` for an option: the same text forms as its RENDEZVOUS_* variable;
     the range is checked later with the value, naming its source."""
     def convert(text: str) -> object:
-        value = read_text(option.kind, text)
+        try:
+            value = read_text(option.kind, text)
+        except ValueError as exc:  # argparse would only say "invalid value"
+            raise argparse.ArgumentTypeError(f"{exc}, got {text!r}") from None
         if option.kind in (Kind.WHOLE, Kind.SECONDS) and isinstance(value, str):
             what = "whole number" if option.kind is Kind.WHOLE else "number of seconds"
             raise argparse.ArgumentTypeError(f"not a {what}: {text!r}")

@@ -188,7 +188,8 @@ def _positive_seconds_problem(value: object) -> Optional[str]:
 def _codes_problem(value: object) -> Optional[str]:
     if isinstance(value, (tuple, list, frozenset)) and all(_is_whole(c) and 0 <= c <= 255 for c in value):
         return None
-    return f"must be exit codes from 0 to 255, separated by commas, got {value!r}"
+    shown = ",".join(map(str, sorted(value))) if isinstance(value, frozenset) else repr(value)
+    return f"must be exit codes from 0 to 255, separated by commas, got {shown}"
 
 
 def _timings_problem(value: object) -> Optional[str]:

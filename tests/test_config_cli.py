@@ -276,6 +276,14 @@ def test_parser_refuses_with_system_exit_2(args, capsys):
         (["--expect", "2", "--stop-grace", "-1"], "-1.0"),
         (["--expect", "2", "--stop-grace", "forever"], "'forever'"),
         (["--expect", "2", "--stop-grace", "inf"], "inf"),
+        (["--expect", "2", "--max-restarts", "1001"], "1001"),
+        (["--expect", "2", "--max-restarts", "-1"], "'-1'"),
+        (["--expect", "2", "--no-restart-on", "2,300"], "got 2,300"),
+        (["--expect", "2", "--no-restart-on", "2,x"], "'2,x'"),
+        (["--expect", "2", "--liveness-timeout", "0"], "got 0.0"),
+        (["--expect", "2", "--timings", "foo=1"], "unknown timing 'foo'"),
+        (["--expect", "2", "--timings", "keepalive"], "'keepalive' is not one"),
+        (["--expect", "2", "--timings", "keepalive=-1"], "keepalive to -1.0"),
     ],
 )
 def test_bad_option_exits_2_naming_the_value(args, needle):

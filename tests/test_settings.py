@@ -455,3 +455,19 @@ def test_the_readme_lists_the_values_of_verbose_and_quiet_exactly():
     assert set(documented_values("RENDEZVOUS_QUIET")) == {"1", "0", "true", "false", "yes", "no", "on", "off"}
     assert documented_values("verbose") == ["0", "1", "2"]
     assert documented_values("quiet") == ["true", "false"]
+
+
+def test_restart_and_timing_options_from_a_file_and_the_environment():
+    text = 'expect = 2\nmax-restarts = 0\nno-restart-on = [1, 2]\nliveness-timeout = 2\n[timings]\nkeepalive = 1\n'
+    values = parse_config_file(text, PATH)
+    join = build_settings(values).join
+    assert (join.max_restarts, join.no_restart_on, join.liveness_timeout) == (0, frozenset({1, 2}), 2.0)
+    assert join.timings.keepalive == 1.0 and join.timings.suspect_after == 3.0
+    env = from_environ({"RENDEZVOUS_NO_RESTART_ON": "126, 127", "RENDEZVOUS_TIMINGS": "suspect-after=0.5"})
+    assert env["no_restart_on"].value == frozenset({126, 127})
+    assert env["timings"].value.suspect_after == 0.5
+
+
+def test_a_bad_timings_table_names_the_file_and_the_key():
+    with pytest.raises(ConfigError, match=r"/etc/rendezvous/rendezvous.conf: timings names an unknown timing 'nope'"):
+        parse_config_file("[timings]\nnope = 1\n", "/etc/rendezvous/rendezvous.conf")

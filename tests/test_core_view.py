@@ -316,3 +316,10 @@ def test_expect_conflict_message_names_both_values_without_nested_parentheses():
     [message] = view(other).conflicts()
     assert "--expect 2" in message and "--expect 3" in message
     assert "((" not in message and "))" not in message
+
+
+def test_a_frozen_advert_of_a_round_others_moved_on_from_is_stale():
+    # HIGH died coordinating round 1 (its advert stays cached); LOW already waits for round 2
+    running = dataclasses.replace(HIGH, phase=Phase.RUNNING, coordinator=HIGH.peer.endpoint, round=1)
+    assert view(running).target(0.0).peer == HIGH.peer
+    assert view(running, dataclasses.replace(LOW, round=2)).target(0.0).peer == LOW.peer

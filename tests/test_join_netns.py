@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import secrets
+import sys
 import time
 
 import pytest
@@ -53,3 +54,34 @@ def test_late_host_with_lowest_address_is_refused(make_network, tmp_path):
     for peer in early:
         assert peer.wait() == 0, peer.log
     assert_consistent(records(out), [h.address for h in net.hosts[1:]])
+
+
+def test_a_host_whose_link_goes_down_fails_the_round_and_rejoins_when_it_is_back(make_network, tmp_path):
+    """A cut cable: no FIN, no RST, silence both ways. The others stop their commands after
+    the liveness timeout; the cut host, back on the network, finds it heard nothing either,
+    stops its own and joins the next round; the job then completes."""
+    from test_restart_loopback import COMMAND, FAST, wait_for_starts
+
+    net = make_network(3)
+    job = f"n-{secrets.token_hex(4)}"
+    out = tmp_path / "out"
+    out.mkdir()
+    command = [sys.executable, str(COMMAND), str(out), "hang-first-round"]
+    # Cut off, the host suspects every peer it cannot reach; back on the network it trusts
+    # them again when the suspicion lapses (suspect-for, 30 s by default: 3 s here).
+    timings = FAST.index("--timings") + 1
+    options = [*FAST[:timings], FAST[timings] + ",suspect-for=3", *FAST[timings + 1:]]
+    peers = [
+        start_peer(join_argv(3, job, out, options=options, command=command), tmp_path, h.name, popen=h.popen)
+        for h in net.hosts
+    ]
+    wait_for_starts(tmp_path, 1, 3)
+    cut = net.hosts[2]
+    cut.run(["ip", "link", "set", cut.interface, "down"], check=True)
+    time.sleep(4)  # well past the liveness timeout (1.5 s)
+    cut.run(["ip", "link", "set", cut.interface, "up"], check=True)
+    for peer in peers:
+        assert peer.wait() == 0, peer.log
+    assert "not heard from for" in peers[0].log, peers[0].log
+    assert "round 1 ended: lost the coordinator" in peers[2].log, peers[2].log
+    assert len(wait_for_starts(tmp_path, 2, 3)) == 3

@@ -64,9 +64,14 @@ def cluster(make_network, tmp_path, monkeypatch):
 
 def test_peers_lists_every_node_of_every_job(cluster):
     net, job_a, job_b, records, _ = cluster
-    time.sleep(0.8)  # the RUNNING phase is re-announced 0.5 s after the start
-    # from a host that runs a daemon itself
-    table = rendezvous(net.hosts[2], "peers", "--seconds", "3")
+    # The RUNNING phase is re-announced 0.5 s after the start; mDNS is eventually
+    # consistent (a record is multicast at most once a second), so look until it shows.
+    deadline = time.monotonic() + 15
+    while True:
+        # from a host that runs a daemon itself
+        table = rendezvous(net.hosts[2], "peers", "--seconds", "3")
+        if table.stdout.count(" running") == 2 or time.monotonic() > deadline:
+            break
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
     assert lines[0].split() == ["NODE", "ADDRESS", "PORT", "JOB", "EXPECT", "PHASE"]

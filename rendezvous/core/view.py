@@ -88,14 +88,15 @@ class PeerView:
 
     def target(self, now: float) -> Target:
         """Whom to join: a frozen job's coordinator if one is advertised, else the lowest
-        live peer. Adverts of an earlier round than this node's, and of suspected nodes or
-        naming one as coordinator, are stale: a node killed without a goodbye keeps its
+        live peer. Adverts of an earlier round than the latest one advertised (this node's
+        included), and of suspected nodes or naming one as coordinator, are stale: a node killed without a goodbye keeps its
         last advert in every mDNS cache for many minutes."""
         suspected = {a.peer.endpoint for a in self.others.values() if self.is_suspected(a.node_id, now)}
+        latest = max(a.round for a in self.adverts)  # a round others already moved on from is over
         frozen = sorted(
             (
                 a for a in self.others.values()
-                if a.phase is not Phase.WAITING and a.coordinator and a.round >= self.me.round
+                if a.phase is not Phase.WAITING and a.coordinator and a.round >= latest
                 and not self.is_suspected(a.node_id, now) and a.coordinator not in suspected
             ),
             key=lambda a: a.peer,

@@ -30,6 +30,15 @@ def train(tmp_path, addresses, trainer_options):
     return peers
 
 
+def wait_for_epoch(peers, line, timeout=300):
+    """Until every peer's trainer has logged `line`; none may exit before."""
+    deadline = time.monotonic() + timeout
+    while not all(line in p.log for p in peers):
+        assert time.monotonic() < deadline, peers[0].log
+        assert all(p.proc.poll() is None for p in peers), peers[0].log
+        time.sleep(0.1)
+
+
 def results(tmp_path, addresses):
     return [json.loads((tmp_path / f"{a}.json").read_text()) for a in addresses]
 
@@ -55,11 +64,7 @@ def test_a_stopped_job_resumes_from_its_backup(tmp_path):
     backup = tmp_path / "backup"
     options = ["--epochs", "4", "--backup-dir", str(backup)]
     first = train(tmp_path, addresses, options)
-    deadline = time.monotonic() + 300
-    while not all("epoch 2/4" in p.log for p in first):
-        assert time.monotonic() < deadline, first[0].log
-        assert all(p.proc.poll() is None for p in first), first[0].log
-        time.sleep(0.1)
+    wait_for_epoch(first, "epoch 2/4")
     for peer in first:
         peer.proc.send_signal(signal.SIGTERM)
     for peer in first:
@@ -89,11 +94,7 @@ def test_a_killed_trainer_restarts_the_round_and_training_resumes_from_its_backu
     addresses = ["127.0.0.2", "127.0.0.3"]
     options = ["--epochs", "4", "--backup-dir", str(tmp_path / "backup")]
     peers = train(tmp_path, addresses, options)
-    deadline = time.monotonic() + 300
-    while not all("epoch 2/4" in p.log for p in peers):
-        assert time.monotonic() < deadline, peers[0].log
-        assert all(p.proc.poll() is None for p in peers), peers[0].log
-        time.sleep(0.1)
+    wait_for_epoch(peers, "epoch 2/4")
     (trainer,) = children(peers[1].proc.pid)
     os.kill(trainer, signal.SIGKILL)
     for peer in peers:

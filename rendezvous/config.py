@@ -22,6 +22,7 @@ from typing import Callable, Optional
 
 from .core import numbers
 from .core.advert import MAX_EXPECT, validate_job
+from .core.round import Policy
 from .errors import ConfigError
 
 DEFAULT_JOB = "default"
@@ -327,7 +328,7 @@ OPTIONS: tuple[Option, ...] = (
            help="after a failure (a command exits non-zero, a node is lost or frozen), stop the "
                 "command on every node and start a new round this many times at most; 0: never "
                 "(default: 3)"),
-    Option("no_restart_on", Kind.CODES, _codes_problem, frozenset({2, 126, 127}), group="launch",
+    Option("no_restart_on", Kind.CODES, _codes_problem, Policy.no_restart_on, group="launch",
            metavar="CODES",
            help="exit codes a restart cannot fix: a command exiting with one ends the job on every "
                 "node with that code (default: 2,126,127; '' for none)"),

@@ -59,6 +59,10 @@ GROUPS = {
     "job": "which job this node belongs to\n  e.g. rendezvous join --expect 3 --job resnet --timeout 600",
     "network": "where this node is reached\n  e.g. rendezvous join --expect 3 --interface eth0 --tf-port 2222",
     "launch": "the command and how it is stopped\n  e.g. rendezvous join --expect 3 --stop-grace 30 -- python train.py",
+    "preflight": (
+        "checks that every node runs the same environment, before the command starts\n"
+        "  e.g. rendezvous join --expect 3 --same-file train.py -- python train.py"
+    ),
     "output": "what is logged, and how\n  e.g. rendezvous join --expect 3 -v --log-format json",
     "configuration": (
         "options from the environment and a file\n"
@@ -111,6 +115,9 @@ def _add_option(group: argparse._ArgumentGroup, option: Option) -> None:
         group.add_argument(*flags, dest=option.name, action="count", help=option.help)
     elif option.kind is Kind.FLAG:
         group.add_argument(*flags, dest=option.name, action="store_true", default=None, help=option.help)
+    elif option.kind is Kind.LIST:  # repeatable, and each may hold several: a,b
+        group.add_argument(*flags, dest=option.name, action="extend", type=_text_type(option),
+                           metavar=option.metavar, help=option.help)
     else:
         group.add_argument(*flags, dest=option.name, type=_text_type(option), metavar=option.metavar, help=option.help)
 

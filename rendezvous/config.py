@@ -22,6 +22,7 @@ from typing import Callable, Optional
 
 from .core import numbers
 from .core.advert import MAX_EXPECT, validate_job
+from .core.preflight import ALLOWABLE, ALWAYS_FATAL
 from .core.round import Policy
 from .errors import ConfigError
 
@@ -193,6 +194,25 @@ def _codes_problem(value: object) -> Optional[str]:
     return f"must be exit codes from 0 to 255, separated by commas, got {shown}"
 
 
+def _paths_problem(value: object) -> Optional[str]:
+    if isinstance(value, (tuple, list)) and all(isinstance(p, str) and p for p in value):
+        return None
+    return f"must be file paths, got {value!r}"
+
+
+def _mismatches_problem(value: object) -> Optional[str]:
+    if isinstance(value, (tuple, list)) and all(k in ALLOWABLE for k in value):
+        return None
+    never = " and ".join(sorted(k.value for k in ALWAYS_FATAL))
+    return f"must name kinds from {', '.join(ALLOWABLE)} ({never} differences are always refused), got {value!r}"
+
+
+def _interpreter_problem(value: object) -> Optional[str]:
+    if value is None or (isinstance(value, str) and value):
+        return None
+    return f"must be the path of a Python interpreter, got {value!r}"
+
+
 def _timings_problem(value: object) -> Optional[str]:
     return None if isinstance(value, Timings) else f"must be NAME=SECONDS pairs, got {value!r}"
 
@@ -234,6 +254,11 @@ def parse_codes(text: str) -> Optional[frozenset[int]]:
     return None if None in codes else frozenset(codes)  # type: ignore[arg-type]
 
 
+def parse_list(text: str) -> tuple[str, ...]:
+    """`gpu-model,python` -> its items; spaces around them and empty ones are dropped."""
+    return tuple(item.strip() for item in text.split(",") if item.strip())
+
+
 def parse_timings(pairs: object) -> Timings:
     """`keepalive=1,suspect-after=0.5` (or a mapping of the same) -> Timings; ValueError
     naming what is wrong."""
@@ -273,6 +298,7 @@ class Kind(Enum):
     COMMAND = "command"
     CODES = "codes"  # exit codes: 2,126,127
     TIMINGS = "timings"
+    LIST = "list"  # repeatable flag; as a variable: items separated by commas; as a key: a list
 
 
 @dataclass(frozen=True)
@@ -336,6 +362,16 @@ OPTIONS: tuple[Option, ...] = (
            metavar="SECONDS",
            help="a node not heard from this long while the commands run (frozen, cut off), or a "
                 "command stopped this long, fails the round (default: 5)"),
+    Option("same_file", Kind.LIST, _paths_problem, (), group="preflight", metavar="PATH",
+           help="a file that must be the same on every node, e.g. the training script: the job "
+                "is refused when its SHA-256 differs (repeatable)"),
+    Option("allow_mismatch", Kind.LIST, _mismatches_problem, (), group="preflight", metavar="KIND",
+           help=f"only warn when the nodes differ in this way: {', '.join(ALLOWABLE)} (repeatable). "
+                "A different TensorFlow major.minor or GPU count is always refused"),
+    Option("python", Kind.TEXT, _interpreter_problem, None, group="preflight", metavar="PATH",
+           help="the interpreter the command runs, whose Python and TensorFlow versions are "
+                "compared (default: the command's, when it starts with python or a script run "
+                "by one; else the one running rendezvous)"),
     Option("verbose", Kind.COUNT, _verbose_problem, 0, group="output", short="-v",
            help="more log output: -v debug lines, -vv also zeroconf's and gRPC's (at most -vv: "
                 "more is an error)"),

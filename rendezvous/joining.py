@@ -96,7 +96,7 @@ class Joiner:
             self.state = self.state.joining(target.endpoint, target.peer)
             self.session = self._connect(
                 target.endpoint, self._res.me, self._config.job, self._round, self._config.expect,
-                timings.keepalive,
+                timings.keepalive, fingerprint=self._res.fingerprint,
             )
             action = await self._follow(self._join_and_listen(self.session))
             if isinstance(action, machine.Start):
@@ -114,6 +114,8 @@ class Joiner:
                 step = machine.step(self.state, event, time.monotonic())
                 self.state, action = step.state, step.action
                 if isinstance(action, machine.Confirm):
+                    for warning in action.warnings:
+                        log.warning("%s", warning)
                     await self._confirm(action.membership)
                 elif isinstance(action, machine.Report):
                     await self._report(action)

@@ -31,6 +31,7 @@ from .core.member import RoundEnd, is_last_round
 from .discovery import DiscoveryEvent, DiscoveryFactory, Seen
 from .discovery.mdns import MdnsDiscovery
 from .errors import JobFailed, RendezvousTimeout
+from .fingerprint import take_fingerprint
 from .joining import Joiner
 from .launcher import Launcher
 from .report import Reporter
@@ -100,6 +101,8 @@ class Node:
             trainer_pid=self.launcher.pid,
             trainer_uptime=self.launcher.uptime(now),
             exit_code=self._joiner.state.exit_code if self._joiner else None,
+            fingerprint=self._res.fingerprint,
+            preflight=self._joiner.state.preflight if self._joiner else (),
         )
 
     def _enter(self, phase: Phase, membership: Optional[Membership] = None) -> None:
@@ -115,9 +118,10 @@ class Node:
         for signum in STOP_SIGNALS:
             loop.add_signal_handler(signum, self._on_signal, signum)
         try:
+            fingerprint = await asyncio.to_thread(take_fingerprint, self.config)
             self._res = bind_resources(
                 self.config, self.node_id, self._make_discovery, self._on_discovery, self.status,
-                lambda: self.reporter.update(self.status()),
+                lambda: self.reporter.update(self.status()), fingerprint,
             )
             try:
                 await self._res.start(self.config)
@@ -155,6 +159,7 @@ class Node:
             end = await self._round(number)
             if isinstance(end, int):
                 return end
+            self.reporter.update(self.status())  # the preflight may have refused the round
             await self.launcher.stop(self.config.stop_grace)
             await self._joiner.close()  # type: ignore[union-attr]  # set by _round
             played = self._joiner.state.round or number  # type: ignore[union-attr]

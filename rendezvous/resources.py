@@ -27,6 +27,7 @@ from .config import JoinConfig
 from .coordinator import CoordinatorService, JoinSession, bind_server, serve
 from .core.advert import Advert
 from .core.peer import Peer
+from .core.preflight import Fingerprint, Mismatch
 from .core.round import Policy
 from .core.status import NodeStatus
 from .core.view import PeerView, Target
@@ -39,7 +40,10 @@ log = logging.getLogger(__name__)
 
 
 class SessionFactory(Protocol):
-    def __call__(self, endpoint: str, me: Peer, job: str, round: int, expect: int, keepalive: float) -> JoinSession: ...
+    def __call__(
+        self, endpoint: str, me: Peer, job: str, round: int, expect: int, keepalive: float,
+        fingerprint: Optional[Fingerprint] = None,
+    ) -> JoinSession: ...
 
 
 @dataclass
@@ -53,6 +57,7 @@ class Resources:
     discovery: Discovery
     on_view: Callable[[], None]  # after every change of the view
     policy: Policy  # when a failed round is the last
+    fingerprint: Optional[Fingerprint] = None  # what the command runs with, taken at startup
     registration: Optional[Path] = None
     view_changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -95,9 +100,11 @@ def bind_resources(
     on_discovery: Callable[[DiscoveryEvent], None],
     status: Callable[[], NodeStatus],
     on_view: Callable[[], None],
+    fingerprint: Optional[Fingerprint] = None,
 ) -> Resources:
     """Choose the address, take the ports and build everything else, started by
-    `Resources.start`. Fails before the network hears of this node, releasing the ports."""
+    `Resources.start`. Fails before the network hears of this node, releasing the ports.
+    The advert shows the `fingerprint`'s TensorFlow version and GPUs."""
     choice = choose_address(config.address, config.interface)
     address = choice.address
     log.info("node %s uses %s: %s", node_id, address, choice.reason)
@@ -110,17 +117,21 @@ def bind_resources(
         reservation.release()
         raise AddressError(f"--port {config.port}: {exc}") from None
     me = Peer(node_id=node_id, address=address, port=port, tf_port=reservation.port)
-    view = PeerView(Advert(peer=me, job=config.job, expect=config.expect))
+    shown = {"tensorflow": fingerprint.tensorflow, "gpus": fingerprint.describe_gpus()} if fingerprint else {}
+    view = PeerView(Advert(peer=me, job=config.job, expect=config.expect, **shown))
 
     def target() -> Target:
         return resources.view.target(time.monotonic())
 
-    policy = Policy(config.max_restarts, frozenset(config.no_restart_on))
+    allowed = frozenset(Mismatch(kind) for kind in config.allow_mismatch)
+    policy = Policy(config.max_restarts, frozenset(config.no_restart_on), allowed)
     service = CoordinatorService(
         me, config.job, config.expect, target, status, config.timings, config.liveness_timeout, policy
     )
     discovery = make_discovery(address, view.me, on_discovery)
-    resources = Resources(me, view, reservation, server, health.aio.HealthServicer(), service, discovery, on_view, policy)
+    resources = Resources(
+        me, view, reservation, server, health.aio.HealthServicer(), service, discovery, on_view, policy, fingerprint
+    )
     return resources
 
 

@@ -28,6 +28,7 @@ from .config import (
     parse_codes,
     parse_command,
     parse_flag,
+    parse_list,
     parse_seconds,
     parse_timings,
     parse_whole,
@@ -76,10 +77,15 @@ def resolve_command(command: Sequence[str]) -> tuple[str, ...]:
 
 def from_cli(args: Mapping[str, object], command: Sequence[str]) -> dict[str, Value]:
     """Options given on the command line (None = not given) and the command after '--'."""
-    values = {o.name: Value(args[o.name], o.flag) for o in OPTIONS if args.get(o.name) is not None}
+    values = {o.name: Value(_frozen(args[o.name]), o.flag) for o in OPTIONS if args.get(o.name) is not None}
     if command:
         values["command"] = Value(tuple(command), "the command after --")
     return values
+
+
+def _frozen(value: object) -> object:
+    """A repeated flag's list, as the tuple the config holds."""
+    return tuple(value) if isinstance(value, list) else value
 
 
 def read_text(kind: Kind, text: str) -> object:
@@ -97,6 +103,8 @@ def read_text(kind: Kind, text: str) -> object:
         value = parse_timings(text)
     elif kind is Kind.CODES:
         value = parse_codes(text)
+    elif kind is Kind.LIST:
+        value = parse_list(text)
     else:
         value = text
     return text if value is None else value
@@ -142,6 +150,8 @@ def parse_config_file(text: str, path: str) -> dict[str, Value]:
             value = float(value)
         elif kind is Kind.CODES and isinstance(value, list):
             value = frozenset(value) if all(isinstance(c, int) for c in value) else value
+        elif kind is Kind.LIST:
+            value = _frozen(value) if isinstance(value, list) else _read(kind, value, source)
         elif kind in (Kind.COMMAND, Kind.TIMINGS, Kind.CODES):
             value = _read(kind, value, source)  # a string, or a list / table as it is
             if kind is Kind.TIMINGS and isinstance(value, dict):

@@ -196,16 +196,18 @@ def test_an_invalid_status_from_the_wire_is_a_value_error():
 
 def test_peer_table_and_json():
     adverts = [
-        Advert(peer=A, job="resnet", expect=2, phase=Phase.RUNNING, coordinator=A.endpoint),
+        Advert(peer=A, job="resnet", expect=2, phase=Phase.RUNNING, coordinator=A.endpoint,
+               tensorflow="2.21.0", gpus="8x NVIDIA H100"),
         Advert(peer=C, job="other-job", expect=16),
     ]
     assert peer_table(adverts).splitlines() == [
-        "NODE          ADDRESS     PORT   JOB        EXPECT  PHASE",
-        "aaaaaaaaaaaa  10.0.0.9    41234  resnet     2       running",
-        "cccccccccccc  10.0.0.100  40000  other-job  16      waiting",
+        "NODE          ADDRESS     PORT   JOB        EXPECT  PHASE    TF      GPUS",
+        "aaaaaaaaaaaa  10.0.0.9    41234  resnet     2       running  2.21.0  8x NVIDIA H100",
+        "cccccccccccc  10.0.0.100  40000  other-job  16      waiting  -       -",
     ]
-    assert peer_table([]) == "NODE  ADDRESS  PORT  JOB  EXPECT  PHASE"
+    assert peer_table([]) == "NODE  ADDRESS  PORT  JOB  EXPECT  PHASE  TF  GPUS"
     assert advert_to_dict(adverts[0]) == {
         "node_id": "aaaaaaaaaaaa", "address": "10.0.0.9", "port": 41234, "tf_port": 2222, "job": "resnet",
         "expect": 2, "phase": "running", "round": 1, "coordinator": "10.0.0.9:41234",
+        "tensorflow": "2.21.0", "gpus": "8x NVIDIA H100",
     }

@@ -91,7 +91,7 @@ class ScriptedSession:
 
 
 def scripted(script, sessions: list):
-    def connect(endpoint: str, me: Peer, job: str, round: int, expect: int, keepalive: float):
+    def connect(endpoint: str, me: Peer, job: str, round: int, expect: int, keepalive: float, fingerprint=None):
         session = ScriptedSession(script(me))
         sessions.append(session)
         return session

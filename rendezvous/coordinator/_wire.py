@@ -8,6 +8,7 @@ from typing import Iterable, Optional
 from ..config import Timings
 from ..core.advert import PROTOCOL_VERSION, Phase
 from ..core.peer import Peer, parse_address
+from ..core.preflight import Fingerprint
 from ..core.status import NodeStatus
 from ..core.tf_config import Membership
 from ..v1 import rendezvous_pb2 as pb
@@ -71,6 +72,29 @@ def peers_to_pb(peers: Iterable[Peer]) -> list[pb.Peer]:
     return [peer_to_pb(p) for p in peers]
 
 
+def fingerprint_to_pb(fingerprint: Fingerprint) -> pb.Fingerprint:
+    return pb.Fingerprint(
+        python=fingerprint.python,
+        tensorflow=fingerprint.tensorflow or "",
+        gpus=fingerprint.gpus,
+        files={path: digest or "" for path, digest in fingerprint.files.items()},
+    )
+
+
+def fingerprint_from_pb(message: pb.Fingerprint) -> Fingerprint:
+    return Fingerprint(
+        python=message.python,
+        tensorflow=message.tensorflow or None,
+        gpus=tuple(message.gpus),
+        files={path: digest or None for path, digest in message.files.items()},
+    )
+
+
+def optional_fingerprint_from_pb(message: pb.JoinRequest | pb.StatusResponse) -> Optional[Fingerprint]:
+    """The fingerprint a join request or a status carries; None from a node too old to send one."""
+    return fingerprint_from_pb(message.fingerprint) if message.HasField("fingerprint") else None
+
+
 def optional_peer_from_pb(message: pb.Peer) -> Optional[Peer]:
     if not message.node_id:
         return None
@@ -97,6 +121,8 @@ def status_to_pb(status: NodeStatus) -> pb.StatusResponse:
         exit_code=status.exit_code,  # None leaves it unset: 0 is a real exit code
     )
     response.self.CopyFrom(peer_to_pb(status.node))
+    if status.fingerprint is not None:
+        response.fingerprint.CopyFrom(fingerprint_to_pb(status.fingerprint))
     if coordinator is not None:
         response.coordinator.CopyFrom(peer_to_pb(coordinator))
     return response
@@ -119,4 +145,5 @@ def status_from_pb(message: pb.StatusResponse) -> NodeStatus:
         trainer_pid=pid,
         trainer_uptime=message.trainer_uptime_seconds if pid else None,
         exit_code=message.exit_code if message.HasField("exit_code") else None,
+        fingerprint=optional_fingerprint_from_pb(message),
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Sequence
+from typing import Optional, Sequence
 
 import grpc
 
@@ -21,6 +21,7 @@ from ..core.member import (
     Waiting,
 )
 from ..core.peer import Peer
+from ..core.preflight import Fingerprint
 from ..core.status import NodeStatus
 from ..core.tf_config import Membership
 from ..errors import NoDaemonError
@@ -38,9 +39,13 @@ class SessionLost(Exception):
 class JoinSession:
     """A Join stream from `me` to the coordinator at `endpoint`."""
 
-    def __init__(self, endpoint: str, me: Peer, job: str, round: int, expect: int, keepalive: float) -> None:
+    def __init__(
+        self, endpoint: str, me: Peer, job: str, round: int, expect: int, keepalive: float,
+        fingerprint: Optional[Fingerprint] = None,
+    ) -> None:
         self.endpoint = endpoint
         self._me = me
+        self._fingerprint = fingerprint
         self._job = job
         self._round = round
         self._expect = expect
@@ -59,7 +64,10 @@ class JoinSession:
             raise SessionLost(f"stream to {self.endpoint} broke: {exc}") from None
 
     async def join(self) -> None:
-        await self._write(self._message(join=pb.JoinRequest(peer=_wire.peer_to_pb(self._me), expect=self._expect)))
+        request = pb.JoinRequest(peer=_wire.peer_to_pb(self._me), expect=self._expect)
+        if self._fingerprint is not None:
+            request.fingerprint.CopyFrom(_wire.fingerprint_to_pb(self._fingerprint))
+        await self._write(self._message(join=request))
 
     async def ready(self, digest: str) -> None:
         await self._write(self._message(ready=pb.Ready(cluster_digest=digest)))
@@ -91,7 +99,7 @@ class JoinSession:
             if kind == "frozen":
                 members = tuple(_wire.peer_from_pb(p) for p in message.frozen.members)
                 membership = Membership(job=message.header.job, round=message.header.round, members=members)
-                return Frozen(membership, message.frozen.cluster_digest)
+                return Frozen(membership, message.frozen.cluster_digest, tuple(message.frozen.warnings))
         except ValueError as exc:
             return Aborted(f"coordinator {self.endpoint} sent an invalid member list: {exc}")
         if kind == "release":
@@ -106,7 +114,7 @@ class JoinSession:
             return Rejected(reason, message.rejected.message)
         if kind == "aborted":
             aborted = message.aborted
-            return Aborted(aborted.reason, aborted.exit_code, aborted.final)
+            return Aborted(aborted.reason, aborted.exit_code, aborted.final, aborted.preflight)
         if kind == "completed":
             return Completed()
         if kind == "heartbeat":

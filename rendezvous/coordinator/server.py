@@ -103,7 +103,8 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
                 state.job, state.number, ", ".join(p.tf_endpoint for p in membership.members),
             )
             frozen = pb.Frozen(
-                members=_wire.peers_to_pb(membership.members), cluster_digest=membership.digest
+                members=_wire.peers_to_pb(membership.members), cluster_digest=membership.digest,
+                warnings=state.warnings,
             )
             self._broadcast(self._message(frozen=frozen))
         elif step.action is Action.RELEASE:
@@ -118,7 +119,9 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         elif step.action is Action.ABORT:
             ending = "no restart follows" if state.final else f"round {state.number + 1} follows"
             log.error("round %d of job %r aborted (%s): %s", state.number, state.job, ending, state.abort_reason)
-            aborted = pb.Aborted(reason=state.abort_reason or "", exit_code=state.exit_code, final=state.final)
+            aborted = pb.Aborted(
+                reason=state.abort_reason or "", exit_code=state.exit_code, final=state.final, preflight=state.refused
+            )
             self._broadcast(self._message(aborted=aborted))
             self._end_streams()
 
@@ -162,7 +165,8 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         asked = max(1, first.header.round)
         self._apply(rounds.newer(self.round, asked))
         self._apply(rounds.newer(self.round, asked))  # a running round was aborted: the next one
-        step = rounds.join(self.round, peer, first.join.expect)
+        fingerprint = _wire.optional_fingerprint_from_pb(first.join)
+        step = rounds.join(self.round, peer, first.join.expect, fingerprint)
         if step.rejection is not None:
             log.warning("rejected %s: %s", peer.describe(), step.rejection.message)
             await context.write(self._rejected(_REASONS[step.rejection.reason], step.rejection.message))

@@ -19,6 +19,8 @@ PROTOCOL_VERSION = 1
 
 JOB_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 MAX_EXPECT = 4096
+# The longest TXT value shown as it is (the GPUs, the TensorFlow version).
+MAX_SHOWN = 100
 
 
 class Phase(str, Enum):
@@ -55,6 +57,10 @@ class Advert:
     round: int = 1
     # rendezvous endpoint (host:port) of the coordinator once the round is frozen
     coordinator: Optional[str] = None
+    # For `rendezvous peers`: the command's TensorFlow version, and the GPUs (`8x NVIDIA
+    # H100`, `none`); None when not known.
+    tensorflow: Optional[str] = None
+    gpus: Optional[str] = None
 
     @property
     def node_id(self) -> str:
@@ -85,6 +91,10 @@ class Advert:
         }
         if self.coordinator:
             txt["coord"] = self.coordinator
+        if self.tensorflow:
+            txt["tf"] = self.tensorflow
+        if self.gpus:
+            txt["gpus"] = self.gpus[:MAX_SHOWN]
         return txt
 
 
@@ -106,6 +116,16 @@ def _int(props: Mapping[bytes, Optional[bytes]], key: str, low: int, high: int) 
     if not low <= value <= high:
         raise InvalidAdvert(f"TXT key {key!r} out of range {low}..{high}: {value}")
     return value
+
+
+def _shown(props: Mapping[bytes, Optional[bytes]], key: str) -> Optional[str]:
+    """An optional value that is only shown: printable ASCII, short, or it is refused."""
+    if key.encode() not in props:
+        return None
+    text = _text(props, key)
+    if len(text) > MAX_SHOWN or not text.isprintable():
+        raise InvalidAdvert(f"TXT key {key!r} is not a short printable text: {text!r}")
+    return text
 
 
 def read_protocol(props: Mapping[bytes, Optional[bytes]]) -> int:
@@ -156,4 +176,6 @@ def decode_advert(
         phase=phase,
         round=round_,
         coordinator=coordinator,
+        tensorflow=_shown(props, "tf"),
+        gpus=_shown(props, "gpus"),
     )

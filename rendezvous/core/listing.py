@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 from .advert import Advert
 
-COLUMNS = ("NODE", "ADDRESS", "PORT", "JOB", "EXPECT", "PHASE")
+COLUMNS = ("NODE", "ADDRESS", "PORT", "JOB", "EXPECT", "PHASE", "TF", "GPUS")
 
 
 def advert_to_dict(advert: Advert) -> dict[str, Any]:
@@ -20,13 +20,16 @@ def advert_to_dict(advert: Advert) -> dict[str, Any]:
         "phase": advert.phase.value,
         "round": advert.round,
         "coordinator": advert.coordinator,
+        "tensorflow": advert.tensorflow,
+        "gpus": advert.gpus,
     }
 
 
 def peer_table(adverts: Sequence[Advert]) -> str:
     """One row per node, columns aligned, header first."""
     rows = [COLUMNS] + [
-        (a.node_id, str(a.peer.address), str(a.peer.port), a.job, str(a.expect), a.phase.value)
+        (a.node_id, str(a.peer.address), str(a.peer.port), a.job, str(a.expect), a.phase.value,
+         a.tensorflow or "-", a.gpus or "-")
         for a in adverts
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]

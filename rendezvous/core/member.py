@@ -38,6 +38,7 @@ class Waiting:
 class Frozen:
     membership: Membership
     digest: str  # as the coordinator computed it
+    warnings: tuple[str, ...] = ()  # differences between the members that were allowed
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class Aborted:
     reason: str
     exit_code: int = ROUND_FAILED
     final: bool = False
+    preflight: bool = False  # refused by the preflight, before the freeze
 
 
 @dataclass(frozen=True)
@@ -117,9 +119,11 @@ class Wait:
 
 @dataclass(frozen=True)
 class Confirm:
-    """Arm the command with the frozen list, then confirm the list by its digest."""
+    """Arm the command with the frozen list, then confirm the list by its digest; log the
+    preflight's `warnings` first."""
 
     membership: Membership
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -196,6 +200,8 @@ class Member:
     membership: Optional[Membership] = None
     failing: Optional[tuple[str, float]] = None
     exit_code: Optional[int] = None  # of this node's command, once it ended
+    # What the preflight said of this round: its refusal, or the differences it allowed.
+    preflight: tuple[str, ...] = ()
 
     def joining(self, endpoint: str, target: Optional[Peer]) -> "Member":
         """A new Join stream to `endpoint` (the peer behind it, if known) is opening."""
@@ -244,7 +250,8 @@ def step(state: Member, event: MemberEvent, now: float) -> Step:
     if isinstance(event, Rejected):
         return _fail(state, MembershipError(event.message))
     if isinstance(event, Aborted):
-        return _end(state, _aborted(state, event))
+        refused = replace(state, preflight=(event.reason,)) if event.preflight else state
+        return _end(refused, _aborted(state, event))
     if isinstance(event, Lost):
         return _on_lost(state, event, now)
     if isinstance(event, TargetChanged):
@@ -287,8 +294,8 @@ def _on_frozen(state: Member, event: Frozen) -> Step:
         return _fail(state, CoordinatorError(
             f"the coordinator froze this node as {membership.members[rank]}, not {state.me}"
         ))
-    frozen = replace(state, phase=MemberPhase.FROZEN, membership=membership, failing=None)
-    return Step(frozen, Confirm(membership))
+    frozen = replace(state, phase=MemberPhase.FROZEN, membership=membership, failing=None, preflight=event.warnings)
+    return Step(frozen, Confirm(membership, event.warnings))
 
 
 def _on_released(state: Member, event: Released) -> Step:

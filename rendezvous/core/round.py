@@ -4,6 +4,7 @@
         ^  |                               |                               |
         |  +--- join / leave               |                               +--(all exit 0)--> COMPLETED
         |                                  +--(member left, digest differs)--> ABORTED
+        +--(expect peers joined, their fingerprints differ: preflight)--> ABORTED, final
         |                                            RELEASED --(a command failed, a member
         |                                                        was lost or went silent)--> ABORTED
         +-- the next round, once members come back (`newer`)
@@ -20,7 +21,9 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Mapping, Optional
 
+from . import preflight
 from .peer import Peer, describe_peers
+from .preflight import Fingerprint, Mismatch
 from .tf_config import Membership
 
 
@@ -63,10 +66,12 @@ class Rejection:
 @dataclass(frozen=True)
 class Policy:
     """When an aborted round is the last: after `max_restarts` restarts, or when a command
-    exited with a code a restart cannot fix (a usage error, a command that cannot run)."""
+    exited with a code a restart cannot fix (a usage error, a command that cannot run).
+    `allow_mismatch`: the preflight differences that are only warnings."""
 
     max_restarts: int = 0
     no_restart_on: frozenset[int] = frozenset({2, 126, 127})
+    allow_mismatch: frozenset[Mismatch] = frozenset()
 
     def is_final(self, number: int, exit_code: int) -> bool:
         return number > self.max_restarts or exit_code in self.no_restart_on
@@ -89,6 +94,11 @@ class Round:
     heard: Mapping[str, float] = field(default_factory=dict)
     exit_code: int = ROUND_FAILED  # of an abort
     final: bool = False  # an abort after which no round follows
+    # What each peer's command runs with, by node id (None: an older peer sent none), and
+    # the allowed differences found at the freeze, which every member logs.
+    fingerprints: Mapping[str, Optional[Fingerprint]] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    refused: bool = False  # aborted by the preflight
 
     def __post_init__(self) -> None:
         if self.expect < 1:
@@ -119,8 +129,9 @@ def _reject(state: Round, reason: RejectReason, message: str) -> Step:
     return Step(state, Action.REJECT, Rejection(reason, message))
 
 
-def join(state: Round, peer: Peer, expect: int) -> Step:
-    """A peer asks to join. Frozen rounds admit nobody; the expect-th join freezes."""
+def join(state: Round, peer: Peer, expect: int, fingerprint: Optional[Fingerprint] = None) -> Step:
+    """A peer asks to join. Frozen rounds admit nobody; the expect-th join freezes, unless
+    the preflight refuses the members' differences."""
     if expect != state.expect:
         return _reject(
             state,
@@ -156,11 +167,23 @@ def join(state: Round, peer: Peer, expect: int) -> Step:
                 f"{peer.describe()} uses the endpoint of {other.describe()}",
             )
     joined = tuple(sorted([*others, peer]))
+    state = replace(state, fingerprints={**state.fingerprints, peer.node_id: fingerprint})
     if len(joined) < state.expect:
         return Step(replace(state, joined=joined), Action.BROADCAST_WAITING)
     membership = Membership.freeze(state.job, state.number, joined)
     frozen = replace(state, joined=joined, phase=RoundPhase.FROZEN, membership=membership)
-    return Step(frozen, Action.BROADCAST_FROZEN)
+    return check_preflight(frozen)
+
+
+def check_preflight(frozen: Round) -> Step:
+    """Compare the frozen members' fingerprints: a refused difference ends the job on every
+    node before any command starts (no restart mends it); allowed ones go out with the list."""
+    assert frozen.membership is not None
+    members = [(p, f) for p in frozen.membership.members if (f := frozen.fingerprints.get(p.node_id))]
+    verdict = preflight.compare(members, frozen.policy.allow_mismatch)
+    if verdict.refused:
+        return abort(replace(frozen, refused=True), verdict.reason, preflight.REFUSED, final=True)
+    return Step(replace(frozen, warnings=verdict.warning_lines()), Action.BROADCAST_FROZEN)
 
 
 def leave(state: Round, node_id: str) -> Step:
@@ -199,12 +222,12 @@ def ready(state: Round, node_id: str, digest: str) -> Step:
     return Step(replace(state, ready=confirmed, phase=RoundPhase.RELEASED), Action.RELEASE)
 
 
-def abort(state: Round, reason: str, exit_code: int = ROUND_FAILED) -> Step:
-    """End the round for every member. Final when restarts ran out or the exit code is
-    one a restart cannot fix."""
+def abort(state: Round, reason: str, exit_code: int = ROUND_FAILED, final: bool = False) -> Step:
+    """End the round for every member. Final when asked, when restarts ran out or the exit
+    code is one a restart cannot fix."""
     if state.phase in (RoundPhase.ABORTED, RoundPhase.COMPLETED):
         return Step(state, Action.NOTHING)
-    final = state.policy.is_final(state.number, exit_code)
+    final = final or state.policy.is_final(state.number, exit_code)
     ended = replace(state, phase=RoundPhase.ABORTED, abort_reason=reason, exit_code=exit_code, final=final)
     return Step(ended, Action.ABORT)
 

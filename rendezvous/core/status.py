@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 from .advert import Phase
 from .peer import Peer
+from .preflight import Fingerprint
 from .tf_config import Membership, build_tf_config
 from .view import describe_progress
 
@@ -34,6 +35,9 @@ class NodeStatus:
     trainer_pid: Optional[int] = None
     trainer_uptime: Optional[float] = None  # seconds since the command started
     exit_code: Optional[int] = None
+    fingerprint: Optional[Fingerprint] = None  # what this node's command runs with
+    # The preflight's word on the last round: its refusal, or the differences allowed.
+    preflight: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "seen", tuple(sorted(self.seen)))
@@ -86,7 +90,10 @@ def status_line(status: NodeStatus) -> str:
 
 
 def progress_line(status: NodeStatus) -> str:
-    """Who has been seen while waiting: `job 'x': 2/3 peers seen: 10.0.0.9 (...) [coordinator], ...`."""
+    """Who has been seen while waiting: `job 'x': 2/3 peers seen: 10.0.0.9 (...) [coordinator], ...`;
+    once the preflight has spoken, what it said: `preflight: 10.0.0.12 has 4 GPUs, the others 8`."""
+    if status.preflight:
+        return "; ".join(status.preflight)
     return describe_progress(
         status.job, status.expect, status.seen or (status.node,), status.coordinator, status.unreachable
     )
@@ -140,6 +147,9 @@ def describe_status(status: NodeStatus, daemon_pid: Optional[int] = None) -> str
         ]
         rows.append(("members", lines[0]))
         rows.extend(("", line) for line in lines[1:])
+    if status.fingerprint is not None:
+        rows.append(("environment", status.fingerprint.describe()))
+    rows.extend(("preflight", line) for line in status.preflight)
     tf_config = status.tf_config
     rows.append(("TF_CONFIG", json.dumps(tf_config, separators=(",", ":")) if tf_config else "not yet"))
     if status.trainer_pid is None:
@@ -177,4 +187,15 @@ def status_to_dict(status: NodeStatus) -> dict[str, Any]:
         "trainer_pid": status.trainer_pid,
         "trainer_uptime_seconds": status.trainer_uptime,
         "exit_code": status.exit_code,
+        "environment": fingerprint_to_dict(status.fingerprint) if status.fingerprint else None,
+        "preflight": list(status.preflight),
+    }
+
+
+def fingerprint_to_dict(fingerprint: Fingerprint) -> dict[str, Any]:
+    return {
+        "python": fingerprint.python,
+        "tensorflow": fingerprint.tensorflow,
+        "gpus": list(fingerprint.gpus),
+        "same_files": dict(fingerprint.files),
     }

@@ -24,13 +24,15 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1erendezvous/v1/rendezvous.proto\x12\rrendezvous.v1\"y\n\x06Header\x12\x18\n\x10protocol_version\x18\x01 \x01(\r\x12\x0b\n\x03job\x18\x02 \x01(\t\x12\r\n\x05round\x18\x03 \x01(\x04\x12\x16\n\x0esender_node_id\x18\x04 \x01(\t\x12!\n\x04\x61uth\x18\x0f \x01(\x0b\x32\x13.rendezvous.v1.Auth\"H\n\x04\x41uth\x12\x0e\n\x06scheme\x18\x01 \x01(\t\x12\r\n\x05nonce\x18\x02 \x01(\x0c\x12\x14\n\x0ctimestamp_ms\x18\x03 \x01(\x03\x12\x0b\n\x03mac\x18\x04 \x01(\x0c\"G\n\x04Peer\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\r\x12\x0f\n\x07tf_port\x18\x04 \x01(\r\"\xeb\x01\n\x0bPeerMessage\x12%\n\x06header\x18\x01 \x01(\x0b\x32\x15.rendezvous.v1.Header\x12*\n\x04join\x18\x02 \x01(\x0b\x32\x1a.rendezvous.v1.JoinRequestH\x00\x12%\n\x05ready\x18\x03 \x01(\x0b\x32\x14.rendezvous.v1.ReadyH\x00\x12+\n\x08\x66inished\x18\x04 \x01(\x0b\x32\x17.rendezvous.v1.FinishedH\x00\x12-\n\theartbeat\x18\x05 \x01(\x0b\x32\x18.rendezvous.v1.HeartbeatH\x00\x42\x06\n\x04\x62ody\"\x0b\n\tHeartbeat\"@\n\x0bJoinRequest\x12!\n\x04peer\x18\x01 \x01(\x0b\x32\x13.rendezvous.v1.Peer\x12\x0e\n\x06\x65xpect\x18\x02 \x01(\r\"\x1f\n\x05Ready\x12\x16\n\x0e\x63luster_digest\x18\x01 \x01(\t\"-\n\x08\x46inished\x12\x11\n\texit_code\x18\x01 \x01(\x05\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\xa5\x03\n\x12\x43oordinatorMessage\x12%\n\x06header\x18\x01 \x01(\x0b\x32\x15.rendezvous.v1.Header\x12)\n\x07waiting\x18\x02 \x01(\x0b\x32\x16.rendezvous.v1.WaitingH\x00\x12\'\n\x06\x66rozen\x18\x03 \x01(\x0b\x32\x15.rendezvous.v1.FrozenH\x00\x12)\n\x07release\x18\x04 \x01(\x0b\x32\x16.rendezvous.v1.ReleaseH\x00\x12+\n\x08redirect\x18\x05 \x01(\x0b\x32\x17.rendezvous.v1.RedirectH\x00\x12+\n\x08rejected\x18\x06 \x01(\x0b\x32\x17.rendezvous.v1.RejectedH\x00\x12)\n\x07\x61\x62orted\x18\x07 \x01(\x0b\x32\x16.rendezvous.v1.AbortedH\x00\x12-\n\theartbeat\x18\x08 \x01(\x0b\x32\x18.rendezvous.v1.HeartbeatH\x00\x12-\n\tcompleted\x18\t \x01(\x0b\x32\x18.rendezvous.v1.CompletedH\x00\x42\x06\n\x04\x62ody\"\x0b\n\tCompleted\">\n\x07Waiting\x12#\n\x06joined\x18\x01 \x03(\x0b\x32\x13.rendezvous.v1.Peer\x12\x0e\n\x06\x65xpect\x18\x02 \x01(\r\"F\n\x06\x46rozen\x12$\n\x07members\x18\x01 \x03(\x0b\x32\x13.rendezvous.v1.Peer\x12\x16\n\x0e\x63luster_digest\x18\x02 \x01(\t\"5\n\x07Release\x12\x18\n\x10start_at_unix_ns\x18\x01 \x01(\x03\x12\x10\n\x08\x64\x65lay_ns\x18\x02 \x01(\x03\"D\n\x08Redirect\x12(\n\x0b\x63oordinator\x18\x01 \x01(\x0b\x32\x13.rendezvous.v1.Peer\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\xe6\x01\n\x08Rejected\x12.\n\x06reason\x18\x01 \x01(\x0e\x32\x1e.rendezvous.v1.Rejected.Reason\x12\x0f\n\x07message\x18\x02 \x01(\t\"\x98\x01\n\x06Reason\x12\x16\n\x12REASON_UNSPECIFIED\x10\x00\x12\x13\n\x0f\x45XPECT_MISMATCH\x10\x01\x12\x12\n\x0e\x41LREADY_FROZEN\x10\x02\x12\x12\n\x0e\x44UPLICATE_NODE\x10\x03\x12\x12\n\x0e\x45NDPOINT_CLASH\x10\x04\x12\x14\n\x10VERSION_MISMATCH\x10\x05\x12\x0f\n\x0b\x42\x41\x44_REQUEST\x10\x06\";\n\x07\x41\x62orted\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x11\n\texit_code\x18\x02 \x01(\x05\x12\r\n\x05\x66inal\x18\x03 \x01(\x08\"6\n\rStatusRequest\x12%\n\x06header\x18\x01 \x01(\x0b\x32\x15.rendezvous.v1.Header\"\xe8\x02\n\x0eStatusResponse\x12%\n\x06header\x18\x01 \x01(\x0b\x32\x15.rendezvous.v1.Header\x12!\n\x04self\x18\x02 \x01(\x0b\x32\x13.rendezvous.v1.Peer\x12\r\n\x05phase\x18\x03 \x01(\t\x12\x0e\n\x06\x65xpect\x18\x04 \x01(\r\x12(\n\x0b\x63oordinator\x18\x05 \x01(\x0b\x32\x13.rendezvous.v1.Peer\x12$\n\x07members\x18\x06 \x03(\x0b\x32\x13.rendezvous.v1.Peer\x12\x11\n\ttf_config\x18\x07 \x01(\t\x12\x0c\n\x04rank\x18\x08 \x01(\x05\x12!\n\x04seen\x18\t \x03(\x0b\x32\x13.rendezvous.v1.Peer\x12\x13\n\x0btrainer_pid\x18\n \x01(\x03\x12\x1e\n\x16trainer_uptime_seconds\x18\x0b \x01(\x01\x12\x16\n\texit_code\x18\x0c \x01(\x05H\x00\x88\x01\x01\x42\x0c\n\n_exit_code2\x9e\x01\n\nRendezvous\x12I\n\x04Join\x12\x1a.rendezvous.v1.PeerMessage\x1a!.rendezvous.v1.CoordinatorMessage(\x01\x30\x01\x12\x45\n\x06Status\x12\x1c.rendezvous.v1.StatusRequest\x1a\x1d.rendezvous.v1.StatusResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1erendezvous/v1/rendezvous.proto\x12\rrendezvous.v1\"y\n\x06Header\x12\x18\n\x10protocol_version\x18\x01 \x01(\r\x12\x0b\n\x03job\x18\x02 \x01(\t\x12\r\n\x05round\x18\x03 \x01(\x04\x12\x16\n\x0esender_node_id\x18\x04 \x01(\t\x12!\n\x04\x61uth\x18\x0f \x01(\x0b\x32\x13.rendezvous.v1.Auth\"H\n\x04\x41uth\x12\x0e\n\x06scheme\x18\x01 \x01(\t\x12\r\n\x05nonce\x18\x02 \x01(\x0c\x12\x14\n\x0ctimestamp_ms\x18\x03 \x01(\x03\x12\x0b\n\x03mac\x18\x04 \x01(\x0c\"G\n\x04Peer\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\r\x12\x0f\n\x07tf_port\x18\x04 \x01(\r\"\xeb\x01\n\x0bPeerMessage\x12%\n\x06header\x18\x01 \x01(\x0b\x32\x15.rendezvous.v1.Header\x12*\n\x04join\x18\x02 \x01(\x0b\x32\x1a.rendezvous.v1.JoinRequestH\x00\x12%\n\x05ready\x18\x03 \x01(\x0b\x32\x14.rendezvous.v1.ReadyH\x00\x12+\n\x08\x66inished\x18\x04 \x01(\x0b\x32\x17.rendezvous.v1.FinishedH\x00\x12-\n\theartbeat\x18\x05 \x01(\x0b\x32\x18.rendezvous.v1.HeartbeatH\x00\x42\x06\n\x04\x62ody\"\x0b\n\tHeartbeat\"q\n\x0bJoinRequest\x12!\n\x04peer\x18\x01 \x01(\x0b\x32\x13.rendezvous.v1.Peer\x12\x0e\n\x06\x65xpect\x18\x02 \x01(\r\x12/\n\x0b\x66ingerprint\x18\x03 \x01(\x0b\x32\x1a.rendezvous.v1.Fingerprint\"\xa3\x01\n\x0b\x46ingerprint\x12\x0e\n\x06python\x18\x01 \x01(\t\x12\x12\n\ntensorflow\x18\x02 \x01(\t\x12\x0c\n\x04gpus\x18\x03 \x03(\t\x12\x34\n\x05\x66iles\x18\x04 \x03(\x0b\x32%.rendezvous.v1.Fingerprint.FilesEntry\x1a,\n\nFilesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x1f\n\x05Ready\x12\x16\n\x0e\x63luster_digest\x18\x01 \x01(\t\"-\n\x08\x46inished\x12\x11\n\texit_code\x18\x01 \x01(\x05\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\xa5\x03\n\x12\x43oordinatorMessage\x12%\n\x06header\x18\x01 \x01(\x0b\x32\x15.rendezvous.v1.Header\x12)\n\x07waiting\x18\x02 \x01(\x0b\x32\x16.rendezvous.v1.WaitingH\x00\x12\'\n\x06\x66rozen\x18\x03 \x01(\x0b\x32\x15.rendezvous.v1.FrozenH\x00\x12)\n\x07release\x18\x04 \x01(\x0b\x32\x16.rendezvous.v1.ReleaseH\x00\x12+\n\x08redirect\x18\x05 \x01(\x0b\x32\x17.rendezvous.v1.RedirectH\x00\x12+\n\x08rejected\x18\x06 \x01(\x0b\x32\x17.rendezvous.v1.RejectedH\x00\x12)\n\x07\x61\x62orted\x18\x07 \x01(\x0b\x32\x16.rendezvous.v1.AbortedH\x00\x12-\n\theartbeat\x18\x08 \x01(\x0b\x32\x18.rendezvous.v1.HeartbeatH\x00\x12-\n\tcompleted\x18\t \x01(\x0b\x32\x18.rendezvous.v1.CompletedH\x00\x42\x06\n\x04\x62ody\"\x0b\n\tCompleted\">\n\x07Waiting\x12#\n\x06joined\x18\x01 \x03(\x0b\x32\x13.rendezvous.v1.Peer\x12\x0e\n\x06\x65xpect\x18\x02 \x01(\r\"X\n\x06\x46rozen\x12$\n\x07members\x18\x01 \x03(\x0b\x32\x13.rendezvous.v1.Peer\x12\x16\n\x0e\x63luster_digest\x18\x02 \x01(\t\x12\x10\n\x08warnings\x18\x03 \x03(\t\"5\n\x07Release\x12\x18\n\x10start_at_unix_ns\x18\x01 \x01(\x03\x12\x10\n\x08\x64\x65lay_ns\x18\x02 \x01(\x03\"D\n\x08Redirect\x12(\n\x0b\x63oordinator\x18\x01 \x01(\x0b\x32\x13.rendezvous.v1.Peer\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\xe6\x01\n\x08Rejected\x12.\n\x06reason\x18\x01 \x01(\x0e\x32\x1e.rendezvous.v1.Rejected.Reason\x12\x0f\n\x07message\x18\x02 \x01(\t\"\x98\x01\n\x06Reason\x12\x16\n\x12REASON_UNSPECIFIED\x10\x00\x12\x13\n\x0f\x45XPECT_MISMATCH\x10\x01\x12\x12\n\x0e\x41LREADY_FROZEN\x10\x02\x12\x12\n\x0e\x44UPLICATE_NODE\x10\x03\x12\x12\n\x0e\x45NDPOINT_CLASH\x10\x04\x12\x14\n\x10VERSION_MISMATCH\x10\x05\x12\x0f\n\x0b\x42\x41\x44_REQUEST\x10\x06\"N\n\x07\x41\x62orted\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x11\n\texit_code\x18\x02 \x01(\x05\x12\r\n\x05\x66inal\x18\x03 \x01(\x08\x12\x11\n\tpreflight\x18\x04 \x01(\x08\"6\n\rStatusRequest\x12%\n\x06header\x18\x01 \x01(\x0b\x32\x15.rendezvous.v1.Header\"\x99\x03\n\x0eStatusResponse\x12%\n\x06header\x18\x01 \x01(\x0b\x32\x15.rendezvous.v1.Header\x12!\n\x04self\x18\x02 \x01(\x0b\x32\x13.rendezvous.v1.Peer\x12\r\n\x05phase\x18\x03 \x01(\t\x12\x0e\n\x06\x65xpect\x18\x04 \x01(\r\x12(\n\x0b\x63oordinator\x18\x05 \x01(\x0b\x32\x13.rendezvous.v1.Peer\x12$\n\x07members\x18\x06 \x03(\x0b\x32\x13.rendezvous.v1.Peer\x12\x11\n\ttf_config\x18\x07 \x01(\t\x12\x0c\n\x04rank\x18\x08 \x01(\x05\x12!\n\x04seen\x18\t \x03(\x0b\x32\x13.rendezvous.v1.Peer\x12\x13\n\x0btrainer_pid\x18\n \x01(\x03\x12\x1e\n\x16trainer_uptime_seconds\x18\x0b \x01(\x01\x12\x16\n\texit_code\x18\x0c \x01(\x05H\x00\x88\x01\x01\x12/\n\x0b\x66ingerprint\x18\r \x01(\x0b\x32\x1a.rendezvous.v1.FingerprintB\x0c\n\n_exit_code2\x9e\x01\n\nRendezvous\x12I\n\x04Join\x12\x1a.rendezvous.v1.PeerMessage\x1a!.rendezvous.v1.CoordinatorMessage(\x01\x30\x01\x12\x45\n\x06Status\x12\x1c.rendezvous.v1.StatusRequest\x1a\x1d.rendezvous.v1.StatusResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'rendezvous.v1.rendezvous_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_FINGERPRINT_FILESENTRY']._loaded_options = None
+  _globals['_FINGERPRINT_FILESENTRY']._serialized_options = b'8\001'
   _globals['_HEADER']._serialized_start=49
   _globals['_HEADER']._serialized_end=170
   _globals['_AUTH']._serialized_start=172
@@ -42,33 +44,37 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_HEARTBEAT']._serialized_start=557
   _globals['_HEARTBEAT']._serialized_end=568
   _globals['_JOINREQUEST']._serialized_start=570
-  _globals['_JOINREQUEST']._serialized_end=634
-  _globals['_READY']._serialized_start=636
-  _globals['_READY']._serialized_end=667
-  _globals['_FINISHED']._serialized_start=669
-  _globals['_FINISHED']._serialized_end=714
-  _globals['_COORDINATORMESSAGE']._serialized_start=717
-  _globals['_COORDINATORMESSAGE']._serialized_end=1138
-  _globals['_COMPLETED']._serialized_start=1140
-  _globals['_COMPLETED']._serialized_end=1151
-  _globals['_WAITING']._serialized_start=1153
-  _globals['_WAITING']._serialized_end=1215
-  _globals['_FROZEN']._serialized_start=1217
-  _globals['_FROZEN']._serialized_end=1287
-  _globals['_RELEASE']._serialized_start=1289
-  _globals['_RELEASE']._serialized_end=1342
-  _globals['_REDIRECT']._serialized_start=1344
-  _globals['_REDIRECT']._serialized_end=1412
-  _globals['_REJECTED']._serialized_start=1415
-  _globals['_REJECTED']._serialized_end=1645
-  _globals['_REJECTED_REASON']._serialized_start=1493
-  _globals['_REJECTED_REASON']._serialized_end=1645
-  _globals['_ABORTED']._serialized_start=1647
-  _globals['_ABORTED']._serialized_end=1706
-  _globals['_STATUSREQUEST']._serialized_start=1708
-  _globals['_STATUSREQUEST']._serialized_end=1762
-  _globals['_STATUSRESPONSE']._serialized_start=1765
-  _globals['_STATUSRESPONSE']._serialized_end=2125
-  _globals['_RENDEZVOUS']._serialized_start=2128
-  _globals['_RENDEZVOUS']._serialized_end=2286
+  _globals['_JOINREQUEST']._serialized_end=683
+  _globals['_FINGERPRINT']._serialized_start=686
+  _globals['_FINGERPRINT']._serialized_end=849
+  _globals['_FINGERPRINT_FILESENTRY']._serialized_start=805
+  _globals['_FINGERPRINT_FILESENTRY']._serialized_end=849
+  _globals['_READY']._serialized_start=851
+  _globals['_READY']._serialized_end=882
+  _globals['_FINISHED']._serialized_start=884
+  _globals['_FINISHED']._serialized_end=929
+  _globals['_COORDINATORMESSAGE']._serialized_start=932
+  _globals['_COORDINATORMESSAGE']._serialized_end=1353
+  _globals['_COMPLETED']._serialized_start=1355
+  _globals['_COMPLETED']._serialized_end=1366
+  _globals['_WAITING']._serialized_start=1368
+  _globals['_WAITING']._serialized_end=1430
+  _globals['_FROZEN']._serialized_start=1432
+  _globals['_FROZEN']._serialized_end=1520
+  _globals['_RELEASE']._serialized_start=1522
+  _globals['_RELEASE']._serialized_end=1575
+  _globals['_REDIRECT']._serialized_start=1577
+  _globals['_REDIRECT']._serialized_end=1645
+  _globals['_REJECTED']._serialized_start=1648
+  _globals['_REJECTED']._serialized_end=1878
+  _globals['_REJECTED_REASON']._serialized_start=1726
+  _globals['_REJECTED_REASON']._serialized_end=1878
+  _globals['_ABORTED']._serialized_start=1880
+  _globals['_ABORTED']._serialized_end=1958
+  _globals['_STATUSREQUEST']._serialized_start=1960
+  _globals['_STATUSREQUEST']._serialized_end=2014
+  _globals['_STATUSRESPONSE']._serialized_start=2017
+  _globals['_STATUSRESPONSE']._serialized_end=2426
+  _globals['_RENDEZVOUS']._serialized_start=2429
+  _globals['_RENDEZVOUS']._serialized_end=2587
 # @@protoc_insertion_point(module_scope)

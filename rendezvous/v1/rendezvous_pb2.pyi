@@ -64,12 +64,33 @@ class Heartbeat(_message.Message):
     def __init__(self) -> None: ...
 
 class JoinRequest(_message.Message):
-    __slots__ = ("peer", "expect")
+    __slots__ = ("peer", "expect", "fingerprint")
     PEER_FIELD_NUMBER: _ClassVar[int]
     EXPECT_FIELD_NUMBER: _ClassVar[int]
+    FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
     peer: Peer
     expect: int
-    def __init__(self, peer: _Optional[_Union[Peer, _Mapping]] = ..., expect: _Optional[int] = ...) -> None: ...
+    fingerprint: Fingerprint
+    def __init__(self, peer: _Optional[_Union[Peer, _Mapping]] = ..., expect: _Optional[int] = ..., fingerprint: _Optional[_Union[Fingerprint, _Mapping]] = ...) -> None: ...
+
+class Fingerprint(_message.Message):
+    __slots__ = ("python", "tensorflow", "gpus", "files")
+    class FilesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    PYTHON_FIELD_NUMBER: _ClassVar[int]
+    TENSORFLOW_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    python: str
+    tensorflow: str
+    gpus: _containers.RepeatedScalarFieldContainer[str]
+    files: _containers.ScalarMap[str, str]
+    def __init__(self, python: _Optional[str] = ..., tensorflow: _Optional[str] = ..., gpus: _Optional[_Iterable[str]] = ..., files: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Ready(_message.Message):
     __slots__ = ("cluster_digest",)
@@ -120,12 +141,14 @@ class Waiting(_message.Message):
     def __init__(self, joined: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., expect: _Optional[int] = ...) -> None: ...
 
 class Frozen(_message.Message):
-    __slots__ = ("members", "cluster_digest")
+    __slots__ = ("members", "cluster_digest", "warnings")
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
     members: _containers.RepeatedCompositeFieldContainer[Peer]
     cluster_digest: str
-    def __init__(self, members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., cluster_digest: _Optional[str] = ...) -> None: ...
+    warnings: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., cluster_digest: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Release(_message.Message):
     __slots__ = ("start_at_unix_ns", "delay_ns")
@@ -168,14 +191,16 @@ class Rejected(_message.Message):
     def __init__(self, reason: _Optional[_Union[Rejected.Reason, str]] = ..., message: _Optional[str] = ...) -> None: ...
 
 class Aborted(_message.Message):
-    __slots__ = ("reason", "exit_code", "final")
+    __slots__ = ("reason", "exit_code", "final", "preflight")
     REASON_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     FINAL_FIELD_NUMBER: _ClassVar[int]
+    PREFLIGHT_FIELD_NUMBER: _ClassVar[int]
     reason: str
     exit_code: int
     final: bool
-    def __init__(self, reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., final: _Optional[bool] = ...) -> None: ...
+    preflight: bool
+    def __init__(self, reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., final: _Optional[bool] = ..., preflight: _Optional[bool] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
     __slots__ = ("header",)
@@ -184,7 +209,7 @@ class StatusRequest(_message.Message):
     def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("header", "self", "phase", "expect", "coordinator", "members", "tf_config", "rank", "seen", "trainer_pid", "trainer_uptime_seconds", "exit_code")
+    __slots__ = ("header", "self", "phase", "expect", "coordinator", "members", "tf_config", "rank", "seen", "trainer_pid", "trainer_uptime_seconds", "exit_code", "fingerprint")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     SELF_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
@@ -197,6 +222,7 @@ class StatusResponse(_message.Message):
     TRAINER_PID_FIELD_NUMBER: _ClassVar[int]
     TRAINER_UPTIME_SECONDS_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
     header: Header
     self: Peer
     phase: str
@@ -209,4 +235,5 @@ class StatusResponse(_message.Message):
     trainer_pid: int
     trainer_uptime_seconds: float
     exit_code: int
-    def __init__(self_, header: _Optional[_Union[Header, _Mapping]] = ..., self: _Optional[_Union[Peer, _Mapping]] = ..., phase: _Optional[str] = ..., expect: _Optional[int] = ..., coordinator: _Optional[_Union[Peer, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., tf_config: _Optional[str] = ..., rank: _Optional[int] = ..., seen: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., trainer_pid: _Optional[int] = ..., trainer_uptime_seconds: _Optional[float] = ..., exit_code: _Optional[int] = ...) -> None: ...
+    fingerprint: Fingerprint
+    def __init__(self_, header: _Optional[_Union[Header, _Mapping]] = ..., self: _Optional[_Union[Peer, _Mapping]] = ..., phase: _Optional[str] = ..., expect: _Optional[int] = ..., coordinator: _Optional[_Union[Peer, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., tf_config: _Optional[str] = ..., rank: _Optional[int] = ..., seen: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., trainer_pid: _Optional[int] = ..., trainer_uptime_seconds: _Optional[float] = ..., exit_code: _Optional[int] = ..., fingerprint: _Optional[_Union[Fingerprint, _Mapping]] = ...) -> None: ...

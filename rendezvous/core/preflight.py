@@ -1,0 +1,201 @@
+"""Preflight: do the frozen members run the same environment? Compared at the freeze.
+
+MultiWorkerMirroredStrategy hangs or fails deep in its collectives, with messages that name
+no node, when its workers differ: another TensorFlow major.minor, or another GPU count (the
+workers then disagree on the number of replicas in sync). Those differences always refuse
+the round. Others (the GPU model, the Python version, the TensorFlow patch level, a
+`--same-file` digest) usually mean a mistake too, so they refuse by default; each kind can
+be allowed with `--allow-mismatch KIND` and is then only a warning.
+
+Nothing here reads a file or runs a program: `rendezvous.fingerprint` takes the fingerprint.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Callable, Hashable, Mapping, Optional, Sequence
+
+from ..errors import MembershipError
+from .peer import Peer
+
+#: The exit code of every node of a refused job: this peer cannot be part of it.
+REFUSED = MembershipError.exit_code
+
+
+class Mismatch(str, Enum):
+    """A kind of difference between members, as `--allow-mismatch` names it."""
+
+    TENSORFLOW = "tensorflow"  # major.minor: always fatal
+    GPU_COUNT = "gpu-count"  # always fatal
+    TENSORFLOW_PATCH = "tensorflow-patch"
+    PYTHON = "python"
+    GPU_MODEL = "gpu-model"
+    SAME_FILE = "same-file"
+
+
+ALWAYS_FATAL = frozenset({Mismatch.TENSORFLOW, Mismatch.GPU_COUNT})
+#: What `--allow-mismatch` accepts.
+ALLOWABLE = tuple(kind.value for kind in Mismatch if kind not in ALWAYS_FATAL)
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """What a member's command will run with.
+
+    `tensorflow` is None where the command's interpreter has no TensorFlow; `gpus` holds one
+    model name per GPU (empty without nvidia-smi); `files` maps each `--same-file` path as
+    given to the SHA-256 of its content, or to None where the file cannot be read.
+    """
+
+    python: str
+    tensorflow: Optional[str] = None
+    gpus: tuple[str, ...] = ()
+    files: Mapping[str, Optional[str]] = field(default_factory=dict)
+
+    @property
+    def gpu_count(self) -> int:
+        return len(self.gpus)
+
+    def describe_gpus(self) -> str:
+        return describe_gpus(self.gpus)
+
+    def describe(self) -> str:
+        """`Python 3.11.9, TensorFlow 2.21.0, GPUs 8x NVIDIA H100`."""
+        tensorflow = f"TensorFlow {self.tensorflow}" if self.tensorflow else "no TensorFlow"
+        return f"Python {self.python}, {tensorflow}, GPUs {self.describe_gpus()}"
+
+
+@dataclass(frozen=True)
+class Difference:
+    kind: Mismatch
+    message: str  # names the nodes and the values: `10.0.0.12 has 4 GPUs, the others 8`
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The differences that refuse the round, and those allowed, which every node logs."""
+
+    fatal: tuple[Difference, ...] = ()
+    warnings: tuple[Difference, ...] = ()
+
+    @property
+    def refused(self) -> bool:
+        return bool(self.fatal)
+
+    @property
+    def reason(self) -> str:
+        """`preflight: 10.0.0.12 has 4 GPUs, the others 8; ...`."""
+        return "preflight: " + "; ".join(d.message for d in self.fatal)
+
+    def warning_lines(self) -> tuple[str, ...]:
+        return tuple(f"preflight: {d.message} (allowed by --allow-mismatch {d.kind.value})" for d in self.warnings)
+
+
+def describe_gpus(models: Sequence[str]) -> str:
+    """`8x NVIDIA H100 80GB HBM3`, `4x A100 + 4x H100`, or `none`."""
+    counts = Counter(models)
+    return " + ".join(f"{n}x {model}" for model, n in sorted(counts.items())) or "none"
+
+
+def major_minor(version: Optional[str]) -> Optional[str]:
+    """`2.21.0` -> `2.21`; a version without a minor part stays as it is."""
+    if version is None:
+        return None
+    return ".".join(version.split(".")[:2])
+
+
+@dataclass(frozen=True)
+class _Aspect:
+    """One property compared across members, and how its values read in a message."""
+
+    kind: Mismatch
+    value: Callable[[Fingerprint], Hashable]
+    full: Callable[[Hashable], str]  # `4 GPUs`: what one node has
+    short: Callable[[Hashable], str]  # `8`: what the others have
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+_ASPECTS = (
+    _Aspect(Mismatch.TENSORFLOW, lambda f: major_minor(f.tensorflow),
+            lambda v: f"TensorFlow {v}" if v else "no TensorFlow", lambda v: str(v or "none")),
+    _Aspect(Mismatch.TENSORFLOW_PATCH, lambda f: f.tensorflow,
+            lambda v: f"TensorFlow {v}", lambda v: str(v)),
+    _Aspect(Mismatch.GPU_COUNT, lambda f: f.gpu_count,
+            lambda v: _plural(v, "GPU"), lambda v: str(v)),  # type: ignore[arg-type]
+    _Aspect(Mismatch.GPU_MODEL, lambda f: f.describe_gpus(),
+            lambda v: f"GPUs {v}", lambda v: str(v)),
+    _Aspect(Mismatch.PYTHON, lambda f: f.python,
+            lambda v: f"Python {v}", lambda v: str(v)),
+)
+
+
+# The value of a `--same-file` path on a node that did not name it: digests are hex.
+_UNNAMED = "unnamed"
+
+
+def _file_text(path: str, digest: Hashable) -> str:
+    if digest == _UNNAMED:
+        return f"no --same-file {path}"
+    return f"{path} with SHA-256 {str(digest)[:12]}" if digest else f"no readable {path}"
+
+
+def _file_aspect(path: str) -> _Aspect:
+    return _Aspect(
+        Mismatch.SAME_FILE, lambda f: f.files[path] if path in f.files else _UNNAMED,
+        lambda v: _file_text(path, v),
+        lambda v: str(v)[:12] if v and v != _UNNAMED else "none" if v is None else "not named",
+    )
+
+
+def _names(peers: Sequence[Peer]) -> dict[str, str]:
+    """How messages name each member: its address, or its endpoint where addresses repeat."""
+    counts = Counter(p.address for p in peers)
+    return {p.node_id: str(p.address) if counts[p.address] == 1 else p.endpoint for p in peers}
+
+
+def _describe(aspect: _Aspect, groups: dict[Hashable, list[str]]) -> str:
+    """`10.0.0.12 has 4 GPUs, the others 8` when one value is the most common; else every
+    group: `10.0.0.1, 10.0.0.2 have 8 GPUs; 10.0.0.3, 10.0.0.4 have 4 GPUs`."""
+    ranked = sorted(groups.items(), key=lambda item: -len(item[1]))
+    parts = [f"{', '.join(nodes)} {'has' if len(nodes) == 1 else 'have'} {aspect.full(value)}" for value, nodes in ranked]
+    if len(ranked[0][1]) > len(ranked[1][1]):
+        return ", ".join(parts[1:]) + f", the others {aspect.short(ranked[0][0])}"
+    return "; ".join(parts)
+
+
+def _differences(aspect: _Aspect, members: Sequence[tuple[Peer, Fingerprint]], names: dict[str, str]) -> Optional[Difference]:
+    groups: dict[Hashable, list[str]] = {}
+    for peer, fingerprint in members:
+        groups.setdefault(aspect.value(fingerprint), []).append(names[peer.node_id])
+    if len(groups) < 2:
+        return None
+    return Difference(aspect.kind, _describe(aspect, groups))
+
+
+def compare(members: Sequence[tuple[Peer, Fingerprint]], allowed: frozenset[Mismatch] = frozenset()) -> Verdict:
+    """The differences between the members' fingerprints: fatal unless their kind is in
+    `allowed` (TensorFlow major.minor and the GPU count are fatal anyway). A patch-level
+    TensorFlow difference is reported once, not again as a major.minor one; a GPU model
+    difference not at all when the counts differ already."""
+    names = _names([p for p, _ in members])
+    files = sorted({path for _, f in members for path in f.files})
+    found = [d for a in (*_ASPECTS, *map(_file_aspect, files)) if (d := _differences(a, members, names))]
+    kinds = {d.kind for d in found}
+    hidden = {Mismatch.TENSORFLOW: Mismatch.TENSORFLOW_PATCH, Mismatch.GPU_COUNT: Mismatch.GPU_MODEL}
+    found = [d for d in found if not any(k in kinds and d.kind is h for k, h in hidden.items())]
+    fatal = tuple(d for d in found if d.kind in ALWAYS_FATAL or d.kind not in allowed)
+    warnings = tuple(d for d in found if d not in fatal)
+    return Verdict(_with_hints(fatal), warnings)
+
+
+def _with_hints(fatal: tuple[Difference, ...]) -> tuple[Difference, ...]:
+    """A refused difference that may be allowed says how."""
+    return tuple(
+        d if d.kind in ALWAYS_FATAL else Difference(d.kind, f"{d.message} (allow with --allow-mismatch {d.kind.value})")
+        for d in fatal
+    )

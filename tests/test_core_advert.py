@@ -185,6 +185,21 @@ def test_decode_every_phase(phase):
     assert decode_advert(txt(phase=phase.value), ["10.0.0.7"], 7000).phase is phase
 
 
+def test_tensorflow_and_gpus_go_out_and_come_back_when_known():
+    advert = Advert(peer=ME, job="default", expect=2, tensorflow="2.21.0", gpus="8x NVIDIA H100 80GB HBM3")
+    record = advert.to_txt()
+    assert (record["tf"], record["gpus"]) == ("2.21.0", "8x NVIDIA H100 80GB HBM3")
+    assert decode_advert(as_props(record), ["10.0.0.7"], 7000) == advert
+    assert "tf" not in Advert(peer=ME, job="default", expect=2).to_txt()
+
+
+@pytest.mark.parametrize("key", ["tf", "gpus"])
+@pytest.mark.parametrize("value", [b"x" * 101, b"2.21\x1b[31m", b"\xff"])
+def test_shown_values_that_are_long_or_not_printable_are_refused(key, value):
+    with pytest.raises(InvalidAdvert):
+        decode_advert(txt(**{key: value}), ["10.0.0.7"], 7000)
+
+
 def test_decode_ignores_unknown_keys():
     record = txt()
     record[b"future"] = b"whatever"

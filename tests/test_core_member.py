@@ -80,6 +80,21 @@ def test_a_frozen_list_with_me_is_confirmed():
     assert result.state.membership == MEMBERSHIP
 
 
+def test_the_preflights_warnings_come_with_the_confirmation_and_stay_in_the_state():
+    warnings = ("preflight: 10.0.0.9 has Python 3.11.4, the others 3.11.9 (allowed by --allow-mismatch python)",)
+    result = step(joining(), Frozen(MEMBERSHIP, MEMBERSHIP.digest, warnings), 0.0)
+    assert result.action == Confirm(MEMBERSHIP, warnings)
+    assert result.state.preflight == warnings
+
+
+def test_a_round_refused_by_the_preflight_ends_for_good_and_keeps_the_reason():
+    reason = "preflight: 10.0.0.100 has 4 GPUs, the others 8"
+    result = step(joining(), Aborted(reason, 4, final=True, preflight=True), 0.0)
+    assert result.action == RoundEnd(f"the coordinator {A.endpoint} aborted the round: {reason}", 4, True)
+    assert result.state.preflight == (reason,)
+    assert step(joining(), Aborted("member left", 6), 0.0).state.preflight == ()
+
+
 def test_a_frozen_list_without_me_fails_naming_the_members():
     membership = Membership.freeze("j", 1, [A, C])
     result = step(joining(), Frozen(membership, membership.digest), 0.0)

@@ -592,3 +592,65 @@ def test_after_an_abort_any_join_starts_the_next_round_keeping_the_policy():
     step = newer(state, 1)  # a restarted node knows no round: it joins the one forming
     assert (step.state.number, step.state.phase, step.state.policy) == (2, RoundPhase.GATHERING, policy)
     assert newer(state, 7).state.number == 7
+
+
+# -- preflight ---------------------------------------------------------------------------
+
+from rendezvous.core.preflight import Fingerprint, Mismatch  # noqa: E402
+from rendezvous.core.round import check_preflight  # noqa: E402
+
+EIGHT = Fingerprint("3.11.9", "2.21.0", ("H100",) * 8)
+FOUR = Fingerprint("3.11.9", "2.21.0", ("H100",) * 4)
+OLDER_PYTHON = Fingerprint("3.11.4", "2.21.0", ("H100",) * 8)
+
+
+def gather_with(state: Round, *joins: tuple[Peer, Fingerprint]) -> Step:
+    step = Step(state, Action.NOTHING)
+    for p, fingerprint in joins:
+        step = join(step.state, p, step.state.expect, fingerprint)
+    return step
+
+
+def test_members_with_the_same_fingerprint_freeze_without_warnings():
+    step = gather_with(Round(job="job", expect=3), (A, EIGHT), (B, EIGHT), (C, EIGHT))
+    assert step.action is Action.BROADCAST_FROZEN
+    assert step.state.warnings == () and not step.state.refused
+
+
+def test_a_gpu_count_that_differs_refuses_the_round_for_good_before_any_command():
+    policy = Policy(max_restarts=3)
+    step = gather_with(Round(job="job", expect=3, policy=policy), (C, FOUR), (A, EIGHT), (B, EIGHT))
+    assert step.action is Action.ABORT
+    assert step.state.abort_reason == "preflight: 10.0.0.100 has 4 GPUs, the others 8"
+    assert (step.state.exit_code, step.state.final, step.state.refused) == (4, True, True)
+    assert step.state.ready == frozenset()
+
+
+def test_an_allowed_difference_freezes_with_a_warning_for_every_member():
+    policy = Policy(allow_mismatch=frozenset({Mismatch.PYTHON}))
+    step = gather_with(Round(job="job", expect=3, policy=policy), (A, EIGHT), (B, OLDER_PYTHON), (C, EIGHT))
+    assert step.action is Action.BROADCAST_FROZEN
+    assert step.state.warnings == (
+        "preflight: 10.0.0.10 has Python 3.11.4, the others 3.11.9 (allowed by --allow-mismatch python)",
+    )
+
+
+def test_the_allowed_kinds_survive_the_next_round():
+    policy = Policy(allow_mismatch=frozenset({Mismatch.PYTHON}))
+    assert Round(job="job", expect=1, policy=policy).next().policy.allow_mismatch == {Mismatch.PYTHON}
+
+
+def test_peers_that_sent_no_fingerprint_are_left_out_of_the_comparison():
+    step = gather_with(Round(job="job", expect=3), (A, EIGHT), (B, None), (C, EIGHT))
+    assert step.action is Action.BROADCAST_FROZEN
+
+
+def test_a_peer_that_left_before_the_freeze_is_not_compared():
+    state = gather_with(Round(job="job", expect=2), (A, FOUR)).state
+    state = leave(state, A.node_id).state
+    step = gather_with(state, (B, EIGHT), (C, EIGHT))
+    assert step.action is Action.BROADCAST_FROZEN
+
+
+def test_check_preflight_of_a_frozen_round_without_fingerprints_freezes():
+    assert check_preflight(frozen_round()).action is Action.BROADCAST_FROZEN

@@ -142,3 +142,17 @@ def test_keepalive_follows_the_timings():
     options = dict(_wire.channel_options(0.5))
     assert options["grpc.keepalive_time_ms"] == options["grpc.keepalive_timeout_ms"] == 500
     assert dict(_wire.server_options(0.5))["grpc.http2.min_recv_ping_interval_without_data_ms"] == 250
+
+
+def test_a_fingerprint_survives_the_wire_with_its_absent_values():
+    from rendezvous.core.preflight import Fingerprint
+
+    fingerprint = Fingerprint("3.11.9", None, ("H100", "H100"), {"train.py": "ab" * 32, "gone.py": None})
+    request = pb.JoinRequest(fingerprint=_wire.fingerprint_to_pb(fingerprint))
+    again = pb.JoinRequest.FromString(request.SerializeToString())
+    assert _wire.optional_fingerprint_from_pb(again) == fingerprint
+    assert again.fingerprint.tensorflow == "" and again.fingerprint.files["gone.py"] == ""
+
+
+def test_a_join_request_without_a_fingerprint_has_none():
+    assert _wire.optional_fingerprint_from_pb(pb.JoinRequest()) is None

@@ -108,48 +108,46 @@ def major_minor(version: Optional[str]) -> Optional[str]:
 
 @dataclass(frozen=True)
 class _Aspect:
-    """One property compared across members, and how its values read in a message."""
+    """One property compared across members: `key` groups them, `text` shows a member's
+    value (`8`), `full` says what a node has (`8` -> `8 GPUs`)."""
 
     kind: Mismatch
-    value: Callable[[Fingerprint], Hashable]
-    full: Callable[[Hashable], str]  # `4 GPUs`: what one node has
-    short: Callable[[Hashable], str]  # `8`: what the others have
+    key: Callable[[Fingerprint], Hashable]
+    text: Callable[[Fingerprint], str]
+    full: Callable[[str], str]
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+def _gpus(text: str) -> str:
+    return f"{text} GPU" if text == "1" else f"{text} GPUs"
 
 
 _ASPECTS = (
-    _Aspect(Mismatch.TENSORFLOW, lambda f: major_minor(f.tensorflow),
-            lambda v: f"TensorFlow {v}" if v else "no TensorFlow", lambda v: str(v or "none")),
-    _Aspect(Mismatch.TENSORFLOW_PATCH, lambda f: f.tensorflow,
-            lambda v: f"TensorFlow {v}", lambda v: str(v)),
-    _Aspect(Mismatch.GPU_COUNT, lambda f: f.gpu_count,
-            lambda v: _plural(v, "GPU"), lambda v: str(v)),  # type: ignore[arg-type]
-    _Aspect(Mismatch.GPU_MODEL, lambda f: f.describe_gpus(),
-            lambda v: f"GPUs {v}", lambda v: str(v)),
-    _Aspect(Mismatch.PYTHON, lambda f: f.python,
-            lambda v: f"Python {v}", lambda v: str(v)),
+    _Aspect(Mismatch.TENSORFLOW, lambda f: major_minor(f.tensorflow), lambda f: f.tensorflow or "none",
+            lambda t: "no TensorFlow" if t == "none" else f"TensorFlow {t}"),
+    _Aspect(Mismatch.TENSORFLOW_PATCH, lambda f: f.tensorflow, lambda f: f.tensorflow or "none",
+            lambda t: f"TensorFlow {t}"),
+    _Aspect(Mismatch.GPU_COUNT, lambda f: f.gpu_count, lambda f: str(f.gpu_count), _gpus),
+    _Aspect(Mismatch.GPU_MODEL, Fingerprint.describe_gpus, Fingerprint.describe_gpus, lambda t: f"GPUs {t}"),
+    _Aspect(Mismatch.PYTHON, lambda f: f.python, lambda f: f.python, lambda t: f"Python {t}"),
 )
 
 
-# The value of a `--same-file` path on a node that did not name it: digests are hex.
-_UNNAMED = "unnamed"
-
-
-def _file_text(path: str, digest: Hashable) -> str:
-    if digest == _UNNAMED:
-        return f"no --same-file {path}"
-    return f"{path} with SHA-256 {str(digest)[:12]}" if digest else f"no readable {path}"
-
-
 def _file_aspect(path: str) -> _Aspect:
-    return _Aspect(
-        Mismatch.SAME_FILE, lambda f: f.files[path] if path in f.files else _UNNAMED,
-        lambda v: _file_text(path, v),
-        lambda v: str(v)[:12] if v and v != _UNNAMED else "none" if v is None else "not named",
-    )
+    """A `--same-file`: its digest, `none` where it cannot be read, `not named` on a node
+    started without that --same-file (digests are hex, so neither is one)."""
+
+    def text(f: Fingerprint) -> str:
+        if path not in f.files:
+            return "not named"
+        digest = f.files[path]
+        return digest[:12] if digest else "none"
+
+    def full(t: str) -> str:
+        if t == "not named":
+            return f"no --same-file {path}"
+        return f"no readable {path}" if t == "none" else f"{path} with SHA-256 {t}"
+
+    return _Aspect(Mismatch.SAME_FILE, lambda f: f.files.get(path, "not named"), text, full)
 
 
 def _names(peers: Sequence[Peer]) -> dict[str, str]:
@@ -158,23 +156,23 @@ def _names(peers: Sequence[Peer]) -> dict[str, str]:
     return {p.node_id: str(p.address) if counts[p.address] == 1 else p.endpoint for p in peers}
 
 
-def _describe(aspect: _Aspect, groups: dict[Hashable, list[str]]) -> str:
+def _difference(aspect: _Aspect, members: Sequence[tuple[Peer, Fingerprint]], names: dict[str, str]) -> Optional[Difference]:
     """`10.0.0.12 has 4 GPUs, the others 8` when one value is the most common; else every
     group: `10.0.0.1, 10.0.0.2 have 8 GPUs; 10.0.0.3, 10.0.0.4 have 4 GPUs`."""
-    ranked = sorted(groups.items(), key=lambda item: -len(item[1]))
-    parts = [f"{', '.join(nodes)} {'has' if len(nodes) == 1 else 'have'} {aspect.full(value)}" for value, nodes in ranked]
-    if len(ranked[0][1]) > len(ranked[1][1]):
-        return ", ".join(parts[1:]) + f", the others {aspect.short(ranked[0][0])}"
-    return "; ".join(parts)
-
-
-def _differences(aspect: _Aspect, members: Sequence[tuple[Peer, Fingerprint]], names: dict[str, str]) -> Optional[Difference]:
-    groups: dict[Hashable, list[str]] = {}
+    groups: dict[Hashable, list[tuple[Peer, Fingerprint]]] = {}
     for peer, fingerprint in members:
-        groups.setdefault(aspect.value(fingerprint), []).append(names[peer.node_id])
+        groups.setdefault(aspect.key(fingerprint), []).append((peer, fingerprint))
     if len(groups) < 2:
         return None
-    return Difference(aspect.kind, _describe(aspect, groups))
+    ranked = sorted(groups.values(), key=len, reverse=True)  # stable: in member order otherwise
+    texts = [" or ".join(sorted({aspect.text(f) for _, f in group})) for group in ranked]
+    parts = [
+        f"{', '.join(names[p.node_id] for p, _ in group)} {'has' if len(group) == 1 else 'have'} {aspect.full(text)}"
+        for group, text in zip(ranked, texts)
+    ]
+    if len(ranked[0]) > len(ranked[1]):
+        return Difference(aspect.kind, ", ".join(parts[1:]) + f", the others {texts[0]}")
+    return Difference(aspect.kind, "; ".join(parts))
 
 
 def compare(members: Sequence[tuple[Peer, Fingerprint]], allowed: frozenset[Mismatch] = frozenset()) -> Verdict:
@@ -184,7 +182,7 @@ def compare(members: Sequence[tuple[Peer, Fingerprint]], allowed: frozenset[Mism
     difference not at all when the counts differ already."""
     names = _names([p for p, _ in members])
     files = sorted({path for _, f in members for path in f.files})
-    found = [d for a in (*_ASPECTS, *map(_file_aspect, files)) if (d := _differences(a, members, names))]
+    found = [d for a in (*_ASPECTS, *map(_file_aspect, files)) if (d := _difference(a, members, names))]
     kinds = {d.kind for d in found}
     hidden = {Mismatch.TENSORFLOW: Mismatch.TENSORFLOW_PATCH, Mismatch.GPU_COUNT: Mismatch.GPU_MODEL}
     found = [d for d in found if not any(k in kinds and d.kind is h for k, h in hidden.items())]

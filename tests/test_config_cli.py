@@ -490,3 +490,18 @@ def test_join_help_explains_the_command():
     assert "-- COMMAND" in text
     assert "python -m trainer" in text
     assert "TF_CONFIG" in text
+
+
+def test_preflight_flags_repeat_and_take_commas():
+    args = parse("join", "--expect", "2", "--same-file", "a.py", "--same-file", "b.py",
+                 "--allow-mismatch", "python,gpu-model", "--allow-mismatch", "same-file", "--python", "/opt/py")
+    c = config_from_args(args, ["python", "a.py"])
+    assert c.same_file == ("a.py", "b.py")
+    assert c.allow_mismatch == ("python", "gpu-model", "same-file")
+    assert c.python == "/opt/py"
+
+
+def test_allow_mismatch_of_an_unknown_kind_exits_2_naming_the_kinds():
+    result = rendezvous("join", "--expect", "2", "--allow-mismatch", "gpu-count")
+    assert result.returncode == 2, result
+    assert "--allow-mismatch must name kinds from tensorflow-patch, python, gpu-model, same-file" in result.stderr

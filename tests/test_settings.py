@@ -471,3 +471,29 @@ def test_restart_and_timing_options_from_a_file_and_the_environment():
 def test_a_bad_timings_table_names_the_file_and_the_key():
     with pytest.raises(ConfigError, match=r"/etc/rendezvous/rendezvous.conf: timings names an unknown timing 'nope'"):
         parse_config_file("[timings]\nnope = 1\n", "/etc/rendezvous/rendezvous.conf")
+
+
+def test_preflight_options_from_flags_the_environment_and_a_file():
+    args = {"same_file": ["train.py", "data.cfg"], "allow_mismatch": ["python", "gpu-model"], "python": "/opt/py"}
+    join = build_settings({**from_cli(args, []), **from_cli({"expect": 2}, [])}).join
+    assert (join.same_file, join.allow_mismatch, join.python) == (("train.py", "data.cfg"), ("python", "gpu-model"), "/opt/py")
+    env = from_environ({"RENDEZVOUS_SAME_FILE": "a.py, b.py", "RENDEZVOUS_ALLOW_MISMATCH": "same-file"})
+    assert (env["same_file"].value, env["allow_mismatch"].value) == (("a.py", "b.py"), ("same-file",))
+    text = 'expect = 2\nsame-file = ["train.py"]\nallow-mismatch = "python,same-file"\npython = "/opt/py"\n'
+    join = build_settings(parse_config_file(text, PATH)).join
+    assert (join.same_file, join.allow_mismatch, join.python) == (("train.py",), ("python", "same-file"), "/opt/py")
+    assert JoinConfig(expect=1).same_file == () and JoinConfig(expect=1).python is None
+
+
+@pytest.mark.parametrize("kind", ["gpu-count", "tensorflow", "gpus"])
+def test_allow_mismatch_refuses_what_it_cannot_allow_listing_what_it_can(kind):
+    with pytest.raises(ConfigError) as info:
+        build_settings(from_environ({"RENDEZVOUS_EXPECT": "2", "RENDEZVOUS_ALLOW_MISMATCH": kind}))
+    message = str(info.value)
+    assert message.startswith("RENDEZVOUS_ALLOW_MISMATCH must name kinds from tensorflow-patch, python, gpu-model, same-file")
+    assert "gpu-count and tensorflow differences are always refused" in message
+
+
+def test_same_file_refuses_an_empty_path_naming_the_file_key():
+    with pytest.raises(ConfigError, match=f"{PATH}: same-file must be file paths"):
+        build_settings(parse_config_file('expect = 2\nsame-file = [""]\n', PATH))

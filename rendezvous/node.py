@@ -167,6 +167,7 @@ class Node:
                 log.info("job %r completed in round %d: %s", self.config.job, played, end.reason)
                 self._enter(Phase.FINISHED)
                 return 0
+            self._refused_by_preflight(end)
             if is_last_round(end, played, self._res.policy):
                 limit = self.config.max_restarts + 1
                 why = f"failed in round {played} of at most {limit}, no restart follows: {end.reason}"
@@ -174,6 +175,12 @@ class Node:
             log.warning("round %d ended: %s; round %d starts", played, end.reason, played + 1)
             number = played + 1
             self._next_round(number)
+
+    def _refused_by_preflight(self, end: RoundEnd) -> None:
+        """A round the preflight refused ends the job, saying why first of all."""
+        state = self._joiner.state  # type: ignore[union-attr]  # set by _round
+        if state.preflight and not state.frozen:
+            raise JobFailed(f"job {self.config.job!r} was refused before the start: {state.preflight[0]}", end.exit_code)
 
     async def _round(self, number: int) -> Union[int, RoundEnd]:
         """One round: rendezvous, run the command until the round ends; that end, or the

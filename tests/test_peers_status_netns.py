@@ -3,7 +3,9 @@ namespaces, in both output formats; the standard gRPC health service."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import platform
 import secrets
 import signal
 import subprocess
@@ -15,6 +17,12 @@ import pytest
 from peers import join_argv, start_peer, wait_for_records
 
 pytestmark = pytest.mark.netns
+
+# The TensorFlow of the daemons' own interpreter, which runs the commands here.
+try:
+    TENSORFLOW: "str | None" = importlib.metadata.version("tensorflow")
+except importlib.metadata.PackageNotFoundError:
+    TENSORFLOW = None
 
 
 def rendezvous(host, *args, timeout=30):
@@ -74,16 +82,17 @@ def test_peers_lists_every_node_of_every_job(cluster):
             break
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
-    assert lines[0].split() == ["NODE", "ADDRESS", "PORT", "JOB", "EXPECT", "PHASE"]
+    assert lines[0].split() == ["NODE", "ADDRESS", "PORT", "JOB", "EXPECT", "PHASE", "TF", "GPUS"]
     rows = sorted(line.split() for line in lines[1:])
     assert len(rows) == 3, table.stdout
     by_address = {row[1]: row for row in rows}
     assert set(by_address) == set(net.addresses)
     ids = {r["env"]["RENDEZVOUS_NODE_ID"] for r in records}
     for host in net.hosts[:2]:
-        node, _, port, job, expect, phase = by_address[host.address]
+        node, _, port, job, expect, phase, tensorflow, gpus = by_address[host.address]
         assert node in ids and job == job_a and expect == "2" and phase == "running" and int(port) > 0
-    assert by_address[net.hosts[2].address][3:] == [job_b, "2", "waiting"]
+        assert (tensorflow, gpus) == (TENSORFLOW or "-", "none")  # no nvidia-smi here
+    assert by_address[net.hosts[2].address][3:6] == [job_b, "2", "waiting"]
 
     as_json = rendezvous(net.hosts[2], "peers", "--seconds", "3", "--json")
     assert as_json.returncode == 0, as_json.stderr
@@ -91,6 +100,7 @@ def test_peers_lists_every_node_of_every_job(cluster):
     assert sorted(n["address"] for n in nodes) == sorted(net.addresses)
     assert {n["node_id"] for n in nodes if n["job"] == job_a} == ids
     assert {(n["job"], n["expect"], n["phase"]) for n in nodes} == {(job_a, 2, "running"), (job_b, 2, "waiting")}
+    assert {(n["tensorflow"], n["gpus"]) for n in nodes} == {(TENSORFLOW, "none")}
     coordinators = {n["coordinator"] for n in nodes if n["job"] == job_a}
     assert len(coordinators) == 1 and coordinators.pop().startswith(net.hosts[0].address + ":")
 
@@ -117,6 +127,9 @@ def test_status_of_a_training_member_in_both_formats(cluster):
         assert status["trainer_pid"] == record["pid"]
         assert 0 < status["trainer_uptime_seconds"] < 60
         assert status["daemon_pid"] > 0
+        assert status["environment"] == {
+            "python": platform.python_version(), "tensorflow": TENSORFLOW, "gpus": [], "same_files": {},
+        }
 
         text = rendezvous(host, "status")
         assert text.returncode == 0, text.stderr
@@ -128,6 +141,7 @@ def test_status_of_a_training_member_in_both_formats(cluster):
         assert "<- this node" in block
         assert json.dumps(record["tf_config"], separators=(",", ":")) in block
         assert f"trainer      pid {record['pid']}, up " in block
+        assert f"environment  Python {platform.python_version()}, " in block and ", GPUs none" in block
 
         endpoint = f"{host.address}:{status['node']['port']}"
         assert check_health(host, endpoint) == "SERVING"

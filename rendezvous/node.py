@@ -103,6 +103,8 @@ class Node:
             exit_code=self._joiner.state.exit_code if self._joiner else None,
             fingerprint=self._res.fingerprint,
             preflight=self._joiner.state.preflight if self._joiner else (),
+            tensorflow={a.node_id: a.tensorflow for a in self.view.adverts if a.tensorflow},
+            gpus={a.node_id: a.gpus for a in self.view.adverts if a.gpus},
         )
 
     def _enter(self, phase: Phase, membership: Optional[Membership] = None) -> None:

@@ -12,6 +12,7 @@ from rendezvous.coordinator import _wire
 from rendezvous.core.advert import Advert, Phase
 from rendezvous.core.listing import advert_to_dict, peer_table
 from rendezvous.core.peer import Peer
+from rendezvous.core.preflight import Fingerprint
 from rendezvous.core.status import (
     NodeStatus,
     describe_status,
@@ -109,12 +110,38 @@ def test_describe_a_running_member():
         "  job          resnet, round 1",
         "  phase        running: worker 1 of 2",
         "  coordinator  10.0.0.9:41234 (aaaaaaaaaaaa)",
-        "  members      rank  address    node          TensorFlow",
-        "               0     10.0.0.9   aaaaaaaaaaaa  10.0.0.9:2222",
-        "               1     10.0.0.10  bbbbbbbbbbbb  10.0.0.10:2223  <- this node",
+        "  members      rank  address    node          TensorFlow      TF version  GPUs",
+        "               0     10.0.0.9   aaaaaaaaaaaa  10.0.0.9:2222   -           -",
+        "               1     10.0.0.10  bbbbbbbbbbbb  10.0.0.10:2223  -           -  <- this node",
         '  TF_CONFIG    {"cluster":{"worker":["10.0.0.9:2222","10.0.0.10:2223"]},"task":{"type":"worker","index":1}}',
         "  trainer      pid 4321, up 1m 12s",
     ])
+
+
+FINGERPRINT = Fingerprint("3.11.9", "2.21.0", ("H100",) * 8, {"train.py": "ab" * 32})
+ENVIRONMENT = {
+    "fingerprint": FINGERPRINT,
+    "tensorflow": {"aaaaaaaaaaaa": "2.21.0", "bbbbbbbbbbbb": "2.21.0"},
+    "gpus": {"aaaaaaaaaaaa": "8x H100", "bbbbbbbbbbbb": "8x H100"},
+    "preflight": ("preflight: 10.0.0.9 has Python 3.11.4, the others 3.11.9 (allowed by --allow-mismatch python)",),
+}
+
+
+def test_status_shows_every_members_tensorflow_and_gpus_and_the_preflights_word():
+    text = describe_status(status(Phase.RUNNING, seen=(A, B), **ENVIRONMENT))
+    assert "  members      rank  address    node          TensorFlow      TF version  GPUs" in text
+    assert "               0     10.0.0.9   aaaaaaaaaaaa  10.0.0.9:2222   2.21.0      8x H100" in text
+    assert "  environment  Python 3.11.9, TensorFlow 2.21.0, GPUs 8x H100" in text
+    assert f"  preflight    {ENVIRONMENT['preflight'][0]}" in text
+    d = status_to_dict(status(Phase.RUNNING, seen=(A, B), **ENVIRONMENT))
+    assert d["members"][0]["tensorflow"] == "2.21.0" and d["members"][1]["gpus"] == "8x H100"
+    assert d["environment"] == {"python": "3.11.9", "tensorflow": "2.21.0", "gpus": ["H100"] * 8, "same_files": {"train.py": "ab" * 32}}
+    assert d["preflight"] == list(ENVIRONMENT["preflight"])
+
+
+def test_the_progress_line_says_what_the_preflight_said():
+    refused = ("preflight: 10.0.0.12 has 4 GPUs, the others 8",)
+    assert progress_line(status(preflight=refused)) == "preflight: 10.0.0.12 has 4 GPUs, the others 8"
 
 
 def test_describe_a_waiting_node():
@@ -162,6 +189,7 @@ def test_status_to_dict_is_json_and_complete():
         status(Phase.FINISHED, trainer_pid=1, trainer_uptime=99.0, exit_code=0),
         status(Phase.FINISHED, node=A, exit_code=143),
         status(Phase.FINISHED, exit_code=-1),
+        status(Phase.RUNNING, seen=(A, B), **ENVIRONMENT),
     ],
 )
 def test_status_survives_the_wire(node_status):

@@ -142,6 +142,8 @@ def test_status_of_a_training_member_in_both_formats(cluster):
         assert json.dumps(record["tf_config"], separators=(",", ":")) in block
         assert f"trainer      pid {record['pid']}, up " in block
         assert f"environment  Python {platform.python_version()}, " in block and ", GPUs none" in block
+        assert "TF version  GPUs" in block.splitlines()[4]  # every member's, as it advertises them
+        assert [(m["tensorflow"], m["gpus"]) for m in status["members"]] == [(TENSORFLOW, "none")] * 2
 
         endpoint = f"{host.address}:{status['node']['port']}"
         assert check_health(host, endpoint) == "SERVING"

@@ -119,6 +119,9 @@ def status_to_pb(status: NodeStatus) -> pb.StatusResponse:
         trainer_pid=status.trainer_pid or 0,
         trainer_uptime_seconds=status.trainer_uptime or 0.0,
         exit_code=status.exit_code,  # None leaves it unset: 0 is a real exit code
+        tensorflow=status.tensorflow,
+        gpus=status.gpus,
+        preflight=status.preflight,
     )
     response.self.CopyFrom(peer_to_pb(status.node))
     if status.fingerprint is not None:
@@ -146,4 +149,7 @@ def status_from_pb(message: pb.StatusResponse) -> NodeStatus:
         trainer_uptime=message.trainer_uptime_seconds if pid else None,
         exit_code=message.exit_code if message.HasField("exit_code") else None,
         fingerprint=optional_fingerprint_from_pb(message),
+        tensorflow=dict(message.tensorflow),
+        gpus=dict(message.gpus),
+        preflight=tuple(message.preflight),
     )

@@ -8,8 +8,8 @@ holds durations, never clock readings, so everything here is a pure function of 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any, Optional
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
 
 from .advert import Phase
 from .peer import Peer
@@ -38,6 +38,9 @@ class NodeStatus:
     fingerprint: Optional[Fingerprint] = None  # what this node's command runs with
     # The preflight's word on the last round: its refusal, or the differences allowed.
     preflight: tuple[str, ...] = ()
+    # By node id, what the peers advertise: TensorFlow version, GPUs (`8x NVIDIA H100`).
+    tensorflow: Mapping[str, str] = field(default_factory=dict)
+    gpus: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "seen", tuple(sorted(self.seen)))
@@ -135,11 +138,12 @@ def describe_status(status: NodeStatus, daemon_pid: Optional[int] = None) -> str
         rows.append(("seen", ", ".join(p.describe() for p in status.seen) or status.node.describe()))
         rows.append(("members", "not frozen yet"))
     else:
-        table = [("rank", "address", "node", "TensorFlow")] + [
-            (str(rank), str(p.address), p.node_id, p.tf_endpoint)
+        table = [("rank", "address", "node", "TensorFlow", "TF version", "GPUs")] + [
+            (str(rank), str(p.address), p.node_id, p.tf_endpoint,
+             status.tensorflow.get(p.node_id, "-"), status.gpus.get(p.node_id, "-"))
             for rank, p in enumerate(status.membership.members)
         ]
-        widths = [max(len(row[i]) for row in table) for i in range(4)]
+        widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
         lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
         lines = [
             line + ("  <- this node" if i and status.membership.members[i - 1] == status.node else "")
@@ -181,7 +185,11 @@ def status_to_dict(status: NodeStatus) -> dict[str, Any]:
         "rank": status.rank,
         "world_size": len(members) or None,
         "coordinator": peer_to_dict(coordinator) if coordinator else None,
-        "members": [{"rank": rank, **peer_to_dict(p)} for rank, p in enumerate(members)],
+        "members": [
+            {"rank": rank, **peer_to_dict(p), "tensorflow": status.tensorflow.get(p.node_id),
+             "gpus": status.gpus.get(p.node_id)}
+            for rank, p in enumerate(members)
+        ],
         "seen": [peer_to_dict(p) for p in status.seen],
         "tf_config": status.tf_config,
         "trainer_pid": status.trainer_pid,

@@ -12,7 +12,6 @@ unreadable), and the comparison at the freeze then names it.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import re
@@ -26,19 +25,27 @@ from .core.preflight import Fingerprint
 
 log = logging.getLogger(__name__)
 
-# The distributions TensorFlow ships as; the first one installed counts.
+# The distributions TensorFlow ships as; the first one found on the interpreter's path counts.
 TENSORFLOW_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-intel",
                             "tensorflow-macos", "tf-nightly")
+# Reads the directory names of the installed distributions' metadata on sys.path
+# (tensorflow-2.21.0.dist-info), as importlib.metadata would find them, without importing
+# importlib.metadata: that import alone costs more than the interpreter's start.
 _PROBE = f"""
-import importlib.metadata as m, json, platform
-tf = None
-for name in {TENSORFLOW_DISTRIBUTIONS!r}:
-    try:
-        tf = m.version(name)
-        break
-    except m.PackageNotFoundError:
-        pass
-print(json.dumps({{"python": platform.python_version(), "tensorflow": tf}}))
+import os, re, sys
+names = "|".join(n.replace("-", "[-_.]") for n in {TENSORFLOW_DISTRIBUTIONS!r})
+pattern = re.compile(r"(?:" + names + r")-([^-]+?)(?:-py[0-9.]+)?\\.(?:dist|egg)-info", re.IGNORECASE)
+def find():
+    for entry in sys.path:
+        try:
+            listed = sorted(os.listdir(entry or "."))
+        except OSError:
+            continue
+        for name in listed:
+            found = pattern.fullmatch(name)
+            if found:
+                return found.group(1)
+print("%d.%d.%d" % sys.version_info[:3], find() or "")
 """
 _PYTHON_NAME = re.compile(r"python[0-9.]*")
 # A slow disk or an interpreter that hangs must not hold the startup forever.
@@ -83,9 +90,11 @@ def probe_interpreter(interpreter: str) -> tuple[str, Optional[str]]:
     try:
         done = subprocess.run([interpreter, "-c", _PROBE], capture_output=True, text=True,
                               timeout=PROBE_TIMEOUT, stdin=subprocess.DEVNULL)
-        found = json.loads(done.stdout)
-        return str(found["python"]), found["tensorflow"]
-    except (OSError, subprocess.SubprocessError, ValueError, KeyError, TypeError) as exc:
+        python, _, tensorflow = done.stdout.strip().partition(" ")
+        if done.returncode != 0 or not python:
+            raise ValueError(done.stderr.strip() or f"exit status {done.returncode}")
+        return python, tensorflow or None
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
         log.warning("preflight: cannot read the Python and TensorFlow versions of %s: %s", interpreter, exc)
         return "unknown", None
 

@@ -71,6 +71,17 @@ def test_other_tensorflow_distributions_count_too(tmp_path, monkeypatch):
     assert probe_interpreter(str(wrapper))[1] == "2.19.0"
 
 
+def test_egg_info_and_unrelated_tensorflow_packages(tmp_path):
+    site = tmp_path / "site"
+    for name in ("tensorflow_io_gcs_filesystem-0.37.1.dist-info", "tensorflow_estimator-2.15.0.dist-info",
+                 "tensorflow-2.4.0-py3.8.egg-info"):
+        (site / name).mkdir(parents=True)
+    wrapper = tmp_path / "python"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} -S "$@"\n')
+    wrapper.chmod(0o755)
+    assert probe_interpreter(str(wrapper))[1] == "2.4.0"
+
+
 def test_an_interpreter_without_tensorflow_has_none(tmp_path):
     wrapper = tmp_path / "python"
     wrapper.write_text(f'#!/bin/sh\nPYTHONPATH= exec {sys.executable} -S "$@"\n')

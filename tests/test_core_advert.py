@@ -194,10 +194,16 @@ def test_tensorflow_and_gpus_go_out_and_come_back_when_known():
 
 
 @pytest.mark.parametrize("key", ["tf", "gpus"])
-@pytest.mark.parametrize("value", [b"x" * 101, b"2.21\x1b[31m", b"\xff"])
-def test_shown_values_that_are_long_or_not_printable_are_refused(key, value):
-    with pytest.raises(InvalidAdvert):
-        decode_advert(txt(**{key: value}), ["10.0.0.7"], 7000)
+@pytest.mark.parametrize("value", [b"x" * 101, b"2.21\x1b[31m", b"\xff", None])
+def test_shown_values_that_are_long_or_not_printable_are_left_out(key, value):
+    advert = decode_advert(txt(**{key: value}), ["10.0.0.7"], 7000)
+    assert (advert.tensorflow, advert.gpus) == (None, None)
+
+
+def test_shown_values_go_out_as_short_printable_ascii():
+    record = Advert(peer=ME, job="default", expect=2, gpus="8x GPU\u00e9\n" + "x" * 200).to_txt()
+    assert record["gpus"] == "8x GPU??" + "x" * 92
+    assert decode_advert(as_props(record), ["10.0.0.7"], 7000).gpus == record["gpus"]
 
 
 def test_decode_ignores_unknown_keys():

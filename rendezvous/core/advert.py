@@ -92,10 +92,15 @@ class Advert:
         if self.coordinator:
             txt["coord"] = self.coordinator
         if self.tensorflow:
-            txt["tf"] = self.tensorflow
+            txt["tf"] = _printable(self.tensorflow)
         if self.gpus:
-            txt["gpus"] = self.gpus[:MAX_SHOWN]
+            txt["gpus"] = _printable(self.gpus)
         return txt
+
+
+def _printable(text: str) -> str:
+    """Short printable ASCII, as every decoder accepts it: a GPU name is free text."""
+    return "".join(c if c.isascii() and c.isprintable() else "?" for c in text[:MAX_SHOWN])
 
 
 def _text(props: Mapping[bytes, Optional[bytes]], key: str) -> str:
@@ -119,13 +124,13 @@ def _int(props: Mapping[bytes, Optional[bytes]], key: str, low: int, high: int) 
 
 
 def _shown(props: Mapping[bytes, Optional[bytes]], key: str) -> Optional[str]:
-    """An optional value that is only shown: printable ASCII, short, or it is refused."""
-    if key.encode() not in props:
+    """A value that is only shown (short printable ASCII), or None: a bad one costs the
+    advert nothing else."""
+    raw = props.get(key.encode())
+    if not isinstance(raw, bytes) or len(raw) > MAX_SHOWN:
         return None
-    text = _text(props, key)
-    if len(text) > MAX_SHOWN or not text.isprintable():
-        raise InvalidAdvert(f"TXT key {key!r} is not a short printable text: {text!r}")
-    return text
+    text = raw.decode("ascii", errors="replace")
+    return text if text.isascii() and text.isprintable() else None
 
 
 def read_protocol(props: Mapping[bytes, Optional[bytes]]) -> int:

@@ -74,7 +74,7 @@ def test_the_gpu_count_is_refused_even_when_everything_is_allowed():
 
 
 def test_one_gpu_is_singular():
-    assert odd_third(like(gpus=("T4",))).reason == "preflight: 10.0.0.12 has 1 GPU, the others 8"
+    assert odd_third(like(gpus=("NVIDIA H100",))).reason == "preflight: 10.0.0.12 has 1 GPU, the others 8"
 
 
 def test_a_tensorflow_major_minor_difference_is_always_refused_and_shows_full_versions():
@@ -124,9 +124,15 @@ def test_other_differences_refuse_by_default_and_warn_when_allowed(kind, changed
     assert odd_third(changed, {other}).refused  # only its own kind allows it
 
 
-def test_a_gpu_model_difference_is_not_reported_again_when_the_counts_differ():
-    verdict = odd_third(like(gpus=("NVIDIA A100",) * 4))
-    assert [d.kind for d in verdict.fatal] == [Mismatch.GPU_COUNT]
+def test_gpu_models_compare_apart_from_their_count():
+    assert [d.kind for d in odd_third(like(gpus=("NVIDIA H100",) * 4)).fatal] == [Mismatch.GPU_COUNT]
+    both = odd_third(like(gpus=("NVIDIA A100",) * 4))
+    assert messages(both.fatal) == [
+        "10.0.0.12 has 4 GPUs, the others 8",
+        "10.0.0.12 has GPUs 4x NVIDIA A100, the others 8x NVIDIA H100 (allow with --allow-mismatch gpu-model)",
+    ]
+    mixed = odd_third(like(gpus=("NVIDIA A100",) * 4 + ("NVIDIA H100",) * 4), {Mismatch.GPU_MODEL})
+    assert messages(mixed.warnings) == ["10.0.0.12 has GPUs 4x NVIDIA A100 + 4x NVIDIA H100, the others 8x NVIDIA H100"]
 
 
 def test_several_differences_are_all_named_fatal_first_then_warnings():
@@ -138,7 +144,7 @@ def test_several_differences_are_all_named_fatal_first_then_warnings():
 
 
 def test_without_a_majority_every_group_is_named():
-    verdict = compare([(A, BASE), (B, BASE), (C, like(gpus=("X",) * 4)), (D, like(gpus=("X",) * 4))])
+    verdict = compare([(A, BASE), (B, BASE), (C, like(gpus=("NVIDIA H100",) * 4)), (D, like(gpus=("NVIDIA H100",) * 4))])
     assert verdict.reason == "preflight: 10.0.0.10, 10.0.0.11 have 8 GPUs; 10.0.0.12, 10.0.0.13 have 4 GPUs"
 
 
@@ -149,7 +155,7 @@ def test_two_odd_nodes_are_named_together():
 
 
 def test_three_values_name_each_minority():
-    verdict = compare([(A, BASE), (B, BASE), (C, like(gpus=("G",) * 4)), (D, like(gpus=("G",) * 2))])
+    verdict = compare([(A, BASE), (B, BASE), (C, like(gpus=("NVIDIA H100",) * 4)), (D, like(gpus=("NVIDIA H100",) * 2))])
     assert verdict.reason == "preflight: 10.0.0.12 has 4 GPUs, 10.0.0.13 has 2 GPUs, the others 8"
 
 

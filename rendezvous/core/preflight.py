@@ -109,12 +109,14 @@ def major_minor(version: Optional[str]) -> Optional[str]:
 @dataclass(frozen=True)
 class _Aspect:
     """One property compared across members: `key` groups them, `text` shows a member's
-    value (`8`), `full` says what a node has (`8` -> `8 GPUs`)."""
+    value (`8`), `full` says what a node has (`8` -> `8 GPUs`); only the members for which
+    `compared` holds take part."""
 
     kind: Mismatch
     key: Callable[[Fingerprint], Hashable]
     text: Callable[[Fingerprint], str]
     full: Callable[[str], str]
+    compared: Callable[[Fingerprint], bool] = lambda f: True
 
 
 def _gpus(text: str) -> str:
@@ -127,7 +129,9 @@ _ASPECTS = (
     _Aspect(Mismatch.TENSORFLOW_PATCH, lambda f: f.tensorflow, lambda f: f.tensorflow or "none",
             lambda t: f"TensorFlow {t}"),
     _Aspect(Mismatch.GPU_COUNT, lambda f: f.gpu_count, lambda f: str(f.gpu_count), _gpus),
-    _Aspect(Mismatch.GPU_MODEL, Fingerprint.describe_gpus, Fingerprint.describe_gpus, lambda t: f"GPUs {t}"),
+    # the models alone, of the nodes that have GPUs: the count is compared on its own
+    _Aspect(Mismatch.GPU_MODEL, lambda f: tuple(sorted(set(f.gpus))), Fingerprint.describe_gpus,
+            lambda t: f"GPUs {t}", compared=lambda f: bool(f.gpus)),
     _Aspect(Mismatch.PYTHON, lambda f: f.python, lambda f: f.python, lambda t: f"Python {t}"),
 )
 
@@ -161,7 +165,8 @@ def _difference(aspect: _Aspect, members: Sequence[tuple[Peer, Fingerprint]], na
     group: `10.0.0.1, 10.0.0.2 have 8 GPUs; 10.0.0.3, 10.0.0.4 have 4 GPUs`."""
     groups: dict[Hashable, list[tuple[Peer, Fingerprint]]] = {}
     for peer, fingerprint in members:
-        groups.setdefault(aspect.key(fingerprint), []).append((peer, fingerprint))
+        if aspect.compared(fingerprint):
+            groups.setdefault(aspect.key(fingerprint), []).append((peer, fingerprint))
     if len(groups) < 2:
         return None
     ranked = sorted(groups.values(), key=len, reverse=True)  # stable: in member order otherwise
@@ -177,15 +182,13 @@ def _difference(aspect: _Aspect, members: Sequence[tuple[Peer, Fingerprint]], na
 
 def compare(members: Sequence[tuple[Peer, Fingerprint]], allowed: frozenset[Mismatch] = frozenset()) -> Verdict:
     """The differences between the members' fingerprints: fatal unless their kind is in
-    `allowed` (TensorFlow major.minor and the GPU count are fatal anyway). A patch-level
-    TensorFlow difference is reported once, not again as a major.minor one; a GPU model
-    difference not at all when the counts differ already."""
+    `allowed` (TensorFlow major.minor and the GPU count are fatal anyway). Versions that
+    differ in major.minor are not reported again as differing patch levels."""
     names = _names([p for p, _ in members])
     files = sorted({path for _, f in members for path in f.files})
     found = [d for a in (*_ASPECTS, *map(_file_aspect, files)) if (d := _difference(a, members, names))]
-    kinds = {d.kind for d in found}
-    hidden = {Mismatch.TENSORFLOW: Mismatch.TENSORFLOW_PATCH, Mismatch.GPU_COUNT: Mismatch.GPU_MODEL}
-    found = [d for d in found if not any(k in kinds and d.kind is h for k, h in hidden.items())]
+    if any(d.kind is Mismatch.TENSORFLOW for d in found):
+        found = [d for d in found if d.kind is not Mismatch.TENSORFLOW_PATCH]
     fatal = tuple(d for d in found if d.kind in ALWAYS_FATAL or d.kind not in allowed)
     warnings = tuple(d for d in found if d not in fatal)
     return Verdict(_with_hints(fatal), warnings)

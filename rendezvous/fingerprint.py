@@ -1,8 +1,9 @@
 """Takes this node's `Fingerprint` for the preflight, once at startup.
 
 The Python and TensorFlow versions are those of the interpreter the command runs: asked of
-that interpreter in a small subprocess reading package metadata, so that neither this
-daemon nor the probe imports TensorFlow (seconds, and GPU initialisation). GPUs come from
+that interpreter in a small subprocess that reads the names of the installed packages'
+metadata directories on its path, so that neither this daemon nor the probe imports
+TensorFlow (seconds, and GPU initialisation). GPUs come from
 `nvidia-smi` when it is on PATH. Each `--same-file` is hashed here.
 
 Nothing here fails the node: what cannot be read is logged and left out (or recorded as

@@ -92,17 +92,16 @@ def _recipe_help() -> str:
     decays = " and ".join(f"x{factor:g} after {epoch}" for epoch, factor in r.decays)
     return (
         f"Recipe: --model resnet56 --dataset cifar10 trains with ResNet-56's CIFAR-10 recipe "
-        f"by default: a global batch of {r.per_replica_batch} per replica, {r.epochs} epochs, "
-        f"SGD with momentum 0.9 at a base learning rate of "
-        f"{SGD_LR_PER_128 * r.per_replica_batch / 128:g} per replica "
+        f"by default: a global batch of {r.global_batch} (whatever the number of workers), "
+        f"{r.epochs} epochs, SGD with momentum 0.9 at a base learning rate of "
+        f"{SGD_LR_PER_128 * r.global_batch / 128:g} "
         f"({SGD_LR_PER_128:g} x global batch / 128), {decays} epochs; every image "
         f"standardized to zero mean and unit variance; every training image padded with "
         f"zeros to {size + 2 * CROP_PADDING}x{size + 2 * CROP_PADDING}, cropped back to "
         f"{size}x{size} at a random place and flipped left-right at random. "
         f"--global-batch-size, --epochs, --optimizer and --learning-rate each replace their "
-        f"part; the decays and the image processing stay. The recipe's global batch grows "
-        f"with the workers: give --global-batch-size to keep it through a restart on more "
-        f"or fewer workers."
+        f"part; the decays and the image processing stay. The global batch, and so the "
+        f"learning rate, stays the same through a restart on more or fewer workers."
     )
 
 
@@ -138,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"default {DEFAULT_EPOCHS}; {RESNET56_CIFAR10.epochs} in the recipe below")
     p.add_argument("--global-batch-size", type=_whole(1),
                    help=f"batch size summed over all replicas (default {DEFAULT_GLOBAL_BATCH}; "
-                        f"{RESNET56_CIFAR10.per_replica_batch} per replica in the recipe below), "
+                        f"{RESNET56_CIFAR10.global_batch} in the recipe below), "
                         "rounded up to a multiple of the number of replicas (one per worker on "
                         "CPU). A given size does not grow with the workers: a restart on more "
                         "or fewer of them keeps it up to that rounding, e.g. 64 is 64 on 2 "

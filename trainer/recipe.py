@@ -25,7 +25,7 @@ class Recipe:
     """The defaults a published recipe brings for one model on one dataset."""
 
     name: str
-    per_replica_batch: int
+    global_batch: int  # summed over the replicas: it stays when the worker count changes
     epochs: int
     decays: tuple[tuple[int, float], ...]  # (epoch from which, multiplier of the base rate)
     standardize: bool  # every image to zero mean and unit variance
@@ -34,7 +34,7 @@ class Recipe:
 
 RESNET56_CIFAR10 = Recipe(
     name="resnet56/cifar10",
-    per_replica_batch=128,
+    global_batch=128,  # the paper's, on one GPU
     epochs=60,
     decays=((30, 0.1), (45, 0.01)),
     standardize=True,
@@ -96,8 +96,7 @@ def resolve(
     recipe of `model` on `dataset` if there is one, else from the plain defaults."""
     found = RECIPES.get((model, dataset))
     if global_batch_size is None:
-        # The recipe's batch is per replica: unlike an explicit one, it grows with the workers.
-        global_batch_size = found.per_replica_batch * replicas if found else DEFAULT_GLOBAL_BATCH
+        global_batch_size = found.global_batch if found else DEFAULT_GLOBAL_BATCH
     batch = round_global_batch(global_batch_size, replicas)
     if optimizer is None:
         optimizer = DEFAULT_OPTIMIZER[model]

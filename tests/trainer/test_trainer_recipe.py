@@ -53,17 +53,17 @@ def test_only_resnet56_on_cifar10_gets_the_recipe(model, dataset):
 def test_recipe_defaults(replicas):
     hp = resolve("resnet56", "cifar10", replicas)
     assert hp.recipe == "resnet56/cifar10"
-    assert hp.global_batch_size == 128 * replicas
+    assert hp.global_batch_size == 129 if replicas == 3 else 128  # a multiple of the replicas
     assert hp.epochs == 60
     assert hp.optimizer == "sgd"
-    assert hp.learning_rate == pytest.approx(0.1 * replicas)
+    assert hp.learning_rate == pytest.approx(0.1 * hp.global_batch_size / 128)
     assert hp.standardize and hp.augment
 
 
 @pytest.mark.parametrize("replicas", [1, 2, 3])
 def test_recipe_schedule(replicas):
     hp = resolve("resnet56", "cifar10", replicas)
-    base = 0.1 * replicas
+    base = 0.1 * hp.global_batch_size / 128
     rates = {epoch: hp.learning_rate_at(epoch) for epoch in (0, 29, 30, 44, 45, 59)}
     assert rates == {
         0: pytest.approx(base), 29: pytest.approx(base),
@@ -100,15 +100,16 @@ def test_sgd_learning_rate_follows_the_rounded_global_batch():
 
 def test_describe_names_the_schedule_and_the_recipe():
     assert resolve("resnet56", "cifar10", 2).describe() == (
-        "sgd learning rate 0.2, x0.1 after 30 epochs, x0.01 after 45 epochs (resnet56/cifar10 recipe)"
+        "sgd learning rate 0.1, x0.1 after 30 epochs, x0.01 after 45 epochs (resnet56/cifar10 recipe)"
     )
     assert resolve("small_cnn", "digits", 2).describe() == "adam learning rate 0.001"
 
 
 def test_help_explains_the_recipe_and_the_rounding():
     text = " ".join(build_parser().format_help().split())
-    for needle in ("--model resnet56 --dataset cifar10", "128 per replica", "60 epochs",
-                   "0.1 per replica", "x0.1 after 30 and x0.01 after 45 epochs", "standardized",
-                   "40x40", "32x32", "flipped", "rounded up to a multiple of the number of replicas",
-                   "64 is 64 on 2 workers and 66 on 3", "give --global-batch-size to keep it"):
+    for needle in ("--model resnet56 --dataset cifar10", "a global batch of 128 (whatever the number of workers)",
+                   "60 epochs", "learning rate of 0.1", "x0.1 after 30 and x0.01 after 45 epochs",
+                   "standardized", "40x40", "32x32", "flipped",
+                   "rounded up to a multiple of the number of replicas", "64 is 64 on 2 workers and 66 on 3",
+                   "stays the same through a restart on more or fewer workers"):
         assert needle in text, needle

@@ -152,9 +152,9 @@ def test_frozen_peer_hits_the_collective_timeout(tmp_path):
 
 
 def test_two_workers_train_resnet56_on_cifar10_with_the_recipe(tmp_path):
-    """The recipe's defaults and pipeline on CIFAR-shaped random data: 5 x 52 training
-    images, one step of the recipe's 128 per replica on each of 2 workers."""
-    write_cifar10(tmp_path / "cifar", per_batch=52, test=257)
+    """The recipe's defaults and pipeline on CIFAR-shaped random data: 5 x 26 training
+    images, one step of the recipe's global batch of 128 (64 on each of 2 workers)."""
+    write_cifar10(tmp_path / "cifar", per_batch=26, test=129)
     args = ["--threads", "1", "--model", "resnet56", "--dataset", "cifar10",
             "--data-dir", str(tmp_path / "cifar"), "--epochs", "1"]
     workers = start_workers(2, args, tmp_path)
@@ -164,13 +164,13 @@ def test_two_workers_train_resnet56_on_cifar10_with_the_recipe(tmp_path):
     results = [result(tmp_path, "run", i) for i in range(2)]
     for w, r in zip(workers, results):
         assert (r["model"], r["dataset"], r["recipe"]) == ("resnet56", "cifar10", "resnet56/cifar10")
-        assert (r["global_batch_size"], r["steps_per_epoch"], r["epochs"]) == (256, 1, 1)
-        assert r["learning_rate"] == pytest.approx(0.2)
-        assert "sgd learning rate 0.2, x0.1 after 30 epochs, x0.01 after 45 epochs" in w.lines[0]
+        assert (r["global_batch_size"], r["steps_per_epoch"], r["epochs"]) == (128, 1, 1)
+        assert r["learning_rate"] == pytest.approx(0.1)
+        assert "sgd learning rate 0.1, x0.1 after 30 epochs, x0.01 after 45 epochs" in w.lines[0]
     # BatchNorm moving statistics included: the workers end identical.
     assert results[0]["weights_sha256"] == results[1]["weights_sha256"]
-    # Evaluated together: 257 test images make one full global batch and 1 image padded
+    # Evaluated together: 129 test images make one full global batch and 1 image padded
     # to a second one; every image counts once, the padding not at all.
     accuracy = results[0]["test_accuracy"]
     assert results[1]["test_accuracy"] == accuracy
-    assert accuracy * 257 == pytest.approx(round(accuracy * 257), abs=1e-3)
+    assert accuracy * 129 == pytest.approx(round(accuracy * 129), abs=1e-3)

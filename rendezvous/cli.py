@@ -83,6 +83,12 @@ exit status:
 """
 
 
+_TEXT_FORMS = {
+    Kind.WHOLE: "a whole number",
+    Kind.SECONDS: "a number of seconds",
+}
+
+
 def _text_type(option: Option) -> Callable[[str], object]:
     """argparse's `type` for an option: the same text forms as its RENDEZVOUS_* variable;
     the range is checked later with the value, naming its source."""
@@ -91,9 +97,8 @@ def _text_type(option: Option) -> Callable[[str], object]:
             value = read_text(option.kind, text)
         except ValueError as exc:  # argparse would only say "invalid value"
             raise argparse.ArgumentTypeError(f"{exc}, got {text!r}") from None
-        if option.kind in (Kind.WHOLE, Kind.SECONDS) and isinstance(value, str):
-            what = "whole number" if option.kind is Kind.WHOLE else "number of seconds"
-            raise argparse.ArgumentTypeError(f"not a {what}: {text!r}")
+        if option.kind in _TEXT_FORMS and isinstance(value, str):
+            raise argparse.ArgumentTypeError(f"not {_TEXT_FORMS[option.kind]}: {text!r}")
         return value
 
     convert.__name__ = option.kind.value

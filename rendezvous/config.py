@@ -24,6 +24,7 @@ from .core import numbers
 from .core.advert import MAX_EXPECT, validate_job
 from .core.preflight import ALLOWABLE, ALWAYS_FATAL
 from .core.round import Policy
+from .core.size import Size
 from .errors import ConfigError
 
 DEFAULT_JOB = "default"
@@ -99,9 +100,9 @@ def _is_number(value: object) -> bool:
 
 
 def _expect_problem(value: object) -> Optional[str]:
-    if _is_whole(value) and 1 <= value <= MAX_EXPECT:  # type: ignore[operator]
+    if isinstance(parse_size(value), Size):
         return None
-    return f"must be a whole number from 1 to {MAX_EXPECT}, got {value!r}"
+    return f"must be N or MIN:MAX with 1 <= MIN <= MAX <= {MAX_EXPECT}, got {value!r}"
 
 
 def _job_problem(value: object) -> Optional[str]:
@@ -247,6 +248,16 @@ def parse_command(text: str) -> tuple[str, ...]:
         raise ValueError(f"cannot be split like a shell command line ({exc})") from None
 
 
+def parse_size(value: object) -> object:
+    """`3` (or 3) -> 3:3, `2:4` -> 2:4; anything else is returned as it is."""
+    try:
+        if _is_whole(value):
+            return Size.fixed(value)  # type: ignore[arg-type]
+        return Size.parse(value) if isinstance(value, str) else value
+    except ValueError:
+        return value
+
+
 def parse_codes(text: str) -> Optional[frozenset[int]]:
     """`2,126,127` -> the codes; an empty text is no code at all; None if not codes."""
     words = [w.strip() for w in text.split(",") if w.strip()]
@@ -297,6 +308,7 @@ class Kind(Enum):
     COUNT = "count"  # -v, -vv; as a variable or key: the number
     COMMAND = "command"
     CODES = "codes"  # exit codes: 2,126,127
+    SIZE = "size"  # peers: 3, or 2:4
     TIMINGS = "timings"
     LIST = "list"  # repeatable flag; as a variable: items separated by commas; as a key: a list
 
@@ -328,15 +340,20 @@ def _default_timings() -> Timings:
 
 #: Every option of `rendezvous join`. `command` has no flag: it is what follows `--`.
 OPTIONS: tuple[Option, ...] = (
-    Option("expect", Kind.WHOLE, _expect_problem, None, group="job", metavar="N",
+    Option("expect", Kind.SIZE, _expect_problem, None, group="job", metavar="N|MIN:MAX",
            help="number of peers in the job, this one included (the same on every peer; "
-                "required here, in RENDEZVOUS_EXPECT or in the config file)"),
+                "required here, in RENDEZVOUS_EXPECT or in the config file). MIN:MAX makes the "
+                "job elastic: a round starts at once with MAX peers, or with at least MIN once "
+                "no new peer has come for --settle seconds"),
     Option("job", Kind.TEXT, _job_problem, DEFAULT_JOB, group="job", metavar="NAME",
            help=f"job name; peers of other jobs on the network are ignored (default: {DEFAULT_JOB})"),
     Option("command", Kind.COMMAND, _command_problem, None, group="launch", metavar="COMMAND",
            help="the command to run on every peer (default: the bundled trainer)"),
     Option("timeout", Kind.SECONDS, _timeout_problem, None, group="job", metavar="SECONDS",
            help="give up if the command has not started after this long (default: wait forever)"),
+    Option("settle", Kind.SECONDS, _grace_problem, 3.0, group="job", metavar="SECONDS",
+           help="with --expect MIN:MAX, how long a round with at least MIN peers waits for "
+                "another one before it starts (default: 3)"),
     Option("address", Kind.TEXT, _address_problem, None, group="network", metavar="IP",
            help="advertise and listen on this local IP (default: the address of the "
                 "interface that carries the default route)"),
@@ -411,12 +428,14 @@ def _frozen_config(name: str, names: tuple[str, ...], doc: str) -> type:
             elif callable(default):
                 yield option.name, object, dataclasses.field(default_factory=default)
             elif option.name == "expect":
-                yield option.name, int  # required: no default
+                yield option.name, Size  # required: no default
             else:
                 yield option.name, object, dataclasses.field(default=default)
 
     def __post_init__(self) -> None:
         for n in names:
+            if BY_NAME[n].kind is Kind.SIZE:  # JoinConfig(expect=3) is JoinConfig(expect=Size(3, 3))
+                object.__setattr__(self, n, parse_size(getattr(self, n)))
             check_option(n, getattr(self, n))
 
     cls = dataclasses.make_dataclass(name, list(fields()), frozen=True, namespace={"__post_init__": __post_init__})

@@ -29,6 +29,7 @@ from .core.advert import Advert
 from .core.peer import Peer
 from .core.preflight import Fingerprint, Mismatch
 from .core.round import Policy
+from .core.size import Size
 from .core.status import NodeStatus
 from .core.view import PeerView, Target
 from .discovery import Discovery, DiscoveryEvent, DiscoveryFactory
@@ -41,7 +42,7 @@ log = logging.getLogger(__name__)
 
 class SessionFactory(Protocol):
     def __call__(
-        self, endpoint: str, me: Peer, job: str, round: int, expect: int, keepalive: float,
+        self, endpoint: str, me: Peer, job: str, round: int, expect: Size, keepalive: float,
         fingerprint: Optional[Fingerprint] = None,
     ) -> JoinSession: ...
 
@@ -126,7 +127,8 @@ def bind_resources(
     allowed = frozenset(Mismatch(kind) for kind in config.allow_mismatch)
     policy = Policy(config.max_restarts, frozenset(config.no_restart_on), allowed)
     service = CoordinatorService(
-        me, config.job, config.expect, target, status, config.timings, config.liveness_timeout, policy
+        me, config.job, config.expect, target, status, config.timings, config.liveness_timeout, policy,
+        config.settle,
     )
     discovery = make_discovery(address, view.me, on_discovery)
     resources = Resources(

@@ -30,6 +30,7 @@ from .config import (
     parse_flag,
     parse_list,
     parse_seconds,
+    parse_size,
     parse_timings,
     parse_whole,
 )
@@ -105,6 +106,8 @@ def read_text(kind: Kind, text: str) -> object:
         value = parse_codes(text)
     elif kind is Kind.LIST:
         value = parse_list(text)
+    elif kind is Kind.SIZE:
+        value = parse_size(text)
     else:
         value = text
     return text if value is None else value
@@ -148,6 +151,8 @@ def parse_config_file(text: str, path: str) -> dict[str, Value]:
         kind = BY_NAME[name].kind
         if kind is Kind.SECONDS and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
+        elif kind is Kind.SIZE:
+            value = parse_size(value)
         elif kind is Kind.CODES and isinstance(value, list):
             value = frozenset(value) if all(isinstance(c, int) for c in value) else value
         elif kind is Kind.LIST:

@@ -26,6 +26,7 @@ from rendezvous.errors import (
     RendezvousError,
     RendezvousTimeout,
 )
+from rendezvous.core.size import Size
 
 TRAINER = (sys.executable, "-m", "trainer")
 
@@ -95,7 +96,7 @@ def test_a_fully_specified_valid_config():
         stop_grace=0.0,
         timings=Timings(retry_interval=0.01),
     )
-    assert c.expect == 4096 and c.address == "2001:db8::1"
+    assert c.expect == Size(4096, 4096) and c.address == "2001:db8::1"
 
 
 @pytest.mark.parametrize(
@@ -105,7 +106,8 @@ def test_a_fully_specified_valid_config():
         ({"expect": -1}, ["--expect", "-1"]),
         ({"expect": 4097}, ["--expect", "4097"]),
         ({"expect": 2.0}, ["--expect", "2.0"]),
-        ({"expect": "2"}, ["--expect", "'2'"]),
+        ({"expect": "2:"}, ["--expect", "'2:'"]),
+        ({"expect": "3:2"}, ["--expect", "'3:2'"]),
         ({"job": ""}, ["--job", "''"]),
         ({"job": "bad job"}, ["--job", "'bad job'"]),
         ({"job": "-x"}, ["--job", "'-x'"]),
@@ -202,7 +204,7 @@ def test_parser_defaults_mean_not_given():
     # None = not given on the command line: the environment or the config file may set it.
     args = parse("join", "--expect", "3")
     assert args.subcommand == "join"
-    assert args.expect == 3
+    assert args.expect == Size(3, 3)
     for name in ("job", "config", "address", "interface", "port", "tf_port", "timeout", "stop_grace", "verbose", "quiet"):
         assert getattr(args, name) is None, name
     c = config_from_args(args, [])
@@ -217,7 +219,7 @@ def test_parser_all_options():
         "join", "--expect", "8", "--job", "exp-1", "--address", "10.0.0.5", "--interface", "eth1",
         "--port", "7000", "--tf-port", "9000", "--timeout", "30", "--stop-grace", "2.5", "-vv", "-q",
     )
-    assert (args.expect, args.job, args.address, args.interface) == (8, "exp-1", "10.0.0.5", "eth1")
+    assert (args.expect, args.job, args.address, args.interface) == (Size(8, 8), "exp-1", "10.0.0.5", "eth1")
     assert (args.port, args.tf_port, args.timeout, args.stop_grace) == (7000, 9000, 30.0, 2.5)
     assert (args.verbose, args.quiet) == (2, True)
 
@@ -239,7 +241,7 @@ def test_config_from_args_raises_config_error_for_bad_values():
 
 # `join` alone parses: --expect may come from the environment or a config file
 # (test_missing_expect_exits_2 checks the error).
-@pytest.mark.parametrize("args", [[], ["join", "--expect", "x"], ["join", "--expect", "2", "--nope"]])
+@pytest.mark.parametrize("args", [[], ["join", "--expect", "2", "--nope"]])
 def test_parser_refuses_with_system_exit_2(args, capsys):
     with pytest.raises(SystemExit) as info:
         build_parser().parse_args(args)
@@ -254,7 +256,7 @@ def test_parser_refuses_with_system_exit_2(args, capsys):
 @pytest.mark.parametrize(
     "args, needle",
     [
-        (["--expect", "0"], "got 0"),
+        (["--expect", "0"], "got '0'"),
         (["--expect", "4097"], "4097"),
         (["--expect", "-3"], "-3"),
         (["--expect", "two"], "'two'"),
@@ -299,9 +301,11 @@ def test_bad_option_exits_2_naming_the_value(args, needle):
 @pytest.mark.parametrize(
     "args, needle",
     [
-        (["--expect", "1_0"], "argument --expect: not a whole number: '1_0'"),
-        (["--expect", "\u0663"], "not a whole number: '\u0663'"),
-        (["--expect", "+2"], "not a whole number: '+2'"),
+        (["--expect", "1_0"], "--expect must be N or MIN:MAX with 1 <= MIN <= MAX <= 4096, got '1_0'"),
+        (["--expect", "\u0663"], "--expect must be N or MIN:MAX with 1 <= MIN <= MAX <= 4096, got '\u0663'"),
+        (["--expect", "+2"], "got '+2'"),
+        (["--expect", "2:+3"], "got '2:+3'"),
+        (["--expect", "3:2"], "got '3:2'"),
         (["--expect", "2", "--port", "7_000"], "argument --port: not a whole number: '7_000'"),
         (["--expect", "2", "--tf-port", "0x2328"], "argument --tf-port: not a whole number: '0x2328'"),
         (["--expect", "2", "--stop-grace", "1_0"], "argument --stop-grace: not a number of seconds: '1_0'"),
@@ -338,7 +342,7 @@ def test_bad_option_before_the_command_is_still_reported():
     # the command after '--' is not parsed, even when it looks like our options
     result = rendezvous("join", "--expect", "0", "--", "python", "train.py", "--expect", "5")
     assert result.returncode == 2
-    assert "got 0" in result.stderr
+    assert "got '0'" in result.stderr
 
 
 def test_missing_expect_exits_2():

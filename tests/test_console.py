@@ -33,6 +33,7 @@ from rendezvous.core.advert import Phase
 from rendezvous.core.peer import Peer
 from rendezvous.core.status import NodeStatus
 from rendezvous.core.tf_config import Membership
+from rendezvous.core.size import Size
 
 PLAIN_LINE = re.compile(r"^\d\d:\d\d:\d\d\.\d\d\d rendezvous (DEBUG|INFO|WARNING|ERROR|CRITICAL) [^\x00-\x1f\x7f-\x9f]*$")
 
@@ -104,11 +105,11 @@ B = Peer("bbbbbbbbbbbb", ipaddress.ip_address("10.0.0.2"), 1000, 2000)
 
 def waiting(*seen):
     seen = seen or (B,)
-    return NodeStatus(node=B, job="j", expect=2, seen=seen, following=min(seen))
+    return NodeStatus(node=B, job="j", expect=Size.fixed(2), seen=seen, following=min(seen))
 
 
 def running():
-    return NodeStatus(node=B, job="j", expect=2, phase=Phase.RUNNING, seen=(A, B), membership=Membership.freeze("j", 1, [A, B]))
+    return NodeStatus(node=B, job="j", expect=Size.fixed(2), phase=Phase.RUNNING, seen=(A, B), membership=Membership.freeze("j", 1, [A, B]))
 
 
 def test_the_live_line_stays_below_log_lines():

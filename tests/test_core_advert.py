@@ -26,6 +26,7 @@ from rendezvous.core.advert import (
     validate_job,
 )
 from rendezvous.core.peer import Peer
+from rendezvous.core.size import Size
 
 ip = ipaddress.ip_address
 
@@ -97,7 +98,7 @@ def test_job_pattern_is_anchored_at_the_start():
 
 
 def test_advert_defaults_and_names():
-    a = Advert(peer=ME, job="default", expect=2)
+    a = Advert(peer=ME, job="default", expect=Size.fixed(2))
     assert a.protocol == PROTOCOL_VERSION == 1
     assert a.phase is Phase.WAITING
     assert a.round == 1
@@ -110,11 +111,11 @@ def test_advert_defaults_and_names():
 
 def test_host_names_differ_per_node():
     other = dataclasses.replace(ME, node_id="cafebabe")
-    assert Advert(peer=ME, job="j", expect=2).host_name != Advert(peer=other, job="j", expect=2).host_name
+    assert Advert(peer=ME, job="j", expect=Size.fixed(2)).host_name != Advert(peer=other, job="j", expect=Size.fixed(2)).host_name
 
 
 def test_to_txt_waiting():
-    assert Advert(peer=ME, job="default", expect=2).to_txt() == {
+    assert Advert(peer=ME, job="default", expect=Size.fixed(2)).to_txt() == {
         "v": "1",
         "job": "default",
         "expect": "2",
@@ -127,14 +128,14 @@ def test_to_txt_waiting():
 
 
 def test_to_txt_frozen_carries_the_coordinator():
-    a = Advert(peer=ME, job="default", expect=2).with_phase(Phase.FROZEN, "10.0.0.1:7000")
+    a = Advert(peer=ME, job="default", expect=Size.fixed(2)).with_phase(Phase.FROZEN, "10.0.0.1:7000")
     record = a.to_txt()
     assert record["phase"] == "frozen"
     assert record["coord"] == "10.0.0.1:7000"
 
 
 def test_with_phase_is_a_copy_and_clears_the_coordinator_by_default():
-    a = Advert(peer=ME, job="default", expect=2)
+    a = Advert(peer=ME, job="default", expect=Size.fixed(2))
     frozen = a.with_phase(Phase.FROZEN, "10.0.0.1:7000")
     assert a.phase is Phase.WAITING and a.coordinator is None
     assert frozen.phase is Phase.FROZEN and frozen.coordinator == "10.0.0.1:7000"
@@ -145,7 +146,7 @@ def test_with_phase_is_a_copy_and_clears_the_coordinator_by_default():
 
 def test_advert_is_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
-        Advert(peer=ME, job="j", expect=2).expect = 3  # type: ignore[misc]
+        Advert(peer=ME, job="j", expect=Size.fixed(2)).expect = 3  # type: ignore[misc]
 
 
 def test_phase_values():
@@ -159,7 +160,7 @@ def test_phase_values():
 
 def test_decode_a_valid_record():
     a = decode_advert(txt(), ["10.0.0.7"], 7000)
-    assert a == Advert(peer=ME, job="default", expect=2)
+    assert a == Advert(peer=ME, job="default", expect=Size.fixed(2))
 
 
 def test_decode_uses_the_first_address():
@@ -186,11 +187,11 @@ def test_decode_every_phase(phase):
 
 
 def test_tensorflow_and_gpus_go_out_and_come_back_when_known():
-    advert = Advert(peer=ME, job="default", expect=2, tensorflow="2.21.0", gpus="8x NVIDIA H100 80GB HBM3")
+    advert = Advert(peer=ME, job="default", expect=Size.fixed(2), tensorflow="2.21.0", gpus="8x NVIDIA H100 80GB HBM3")
     record = advert.to_txt()
     assert (record["tf"], record["gpus"]) == ("2.21.0", "8x NVIDIA H100 80GB HBM3")
     assert decode_advert(as_props(record), ["10.0.0.7"], 7000) == advert
-    assert "tf" not in Advert(peer=ME, job="default", expect=2).to_txt()
+    assert "tf" not in Advert(peer=ME, job="default", expect=Size.fixed(2)).to_txt()
 
 
 @pytest.mark.parametrize("key", ["tf", "gpus"])
@@ -201,7 +202,7 @@ def test_shown_values_that_are_long_or_not_printable_are_left_out(key, value):
 
 
 def test_shown_values_go_out_as_short_printable_ascii():
-    record = Advert(peer=ME, job="default", expect=2, gpus="8x GPU\u00e9\n" + "x" * 200).to_txt()
+    record = Advert(peer=ME, job="default", expect=Size.fixed(2), gpus="8x GPU\u00e9\n" + "x" * 200).to_txt()
     assert record["gpus"] == "8x GPU??" + "x" * 92
     assert decode_advert(as_props(record), ["10.0.0.7"], 7000).gpus == record["gpus"]
 
@@ -210,7 +211,7 @@ def test_decode_ignores_unknown_keys():
     record = txt()
     record[b"future"] = b"whatever"
     record[b"flag"] = None
-    assert decode_advert(record, ["10.0.0.7"], 7000) == Advert(peer=ME, job="default", expect=2)
+    assert decode_advert(record, ["10.0.0.7"], 7000) == Advert(peer=ME, job="default", expect=Size.fixed(2))
 
 
 @pytest.mark.parametrize("key, value", [("expect", 1), ("expect", MAX_EXPECT), ("port", 1), ("tfport", 65535), ("round", 2**63 - 1)])
@@ -394,7 +395,7 @@ adverts = st.builds(
     Advert,
     peer=peers,
     job=jobs,
-    expect=st.integers(min_value=1, max_value=MAX_EXPECT),
+    expect=st.builds(lambda low, extra: Size(low, min(MAX_EXPECT, low + extra)), st.integers(1, MAX_EXPECT), st.integers(0, 3)),
     phase=st.sampled_from(Phase),
     round=st.integers(min_value=1, max_value=2**63 - 1),
     coordinator=coordinators,

@@ -21,6 +21,7 @@ from rendezvous.core.round import (
     leave,
     ready,
 )
+from rendezvous.core.size import Size
 from rendezvous.core.tf_config import Membership, build_tf_config
 
 ip = ipaddress.ip_address
@@ -38,14 +39,14 @@ D = peer("10.0.0.2", "dddddddd")
 
 def gather(state: Round, *peers: Peer) -> Round:
     for p in peers:
-        step = join(state, p, state.expect)
+        step = join(state, p, state.expect, 0.0)
         assert step.action in (Action.BROADCAST_WAITING, Action.BROADCAST_FROZEN), step
         state = step.state
     return state
 
 
 def frozen_round(expect: int = 3) -> Round:
-    state = gather(Round(job="job", expect=expect), *[C, A, B][:expect])
+    state = gather(Round(job="job", expect=Size.fixed(expect)), *[C, A, B][:expect])
     assert state.phase is RoundPhase.FROZEN
     return state
 
@@ -71,7 +72,7 @@ def aborted_round() -> Round:
 
 
 def test_new_round_defaults():
-    r = Round(job="job", expect=3)
+    r = Round(job="job", expect=Size.fixed(3))
     assert r.number == 1
     assert r.phase is RoundPhase.GATHERING
     assert r.joined == ()
@@ -80,29 +81,29 @@ def test_new_round_defaults():
     assert r.abort_reason is None
 
 
-@pytest.mark.parametrize("expect", [0, -1])
-def test_expect_must_be_positive(expect):
-    with pytest.raises(ValueError, match=str(expect)):
-        Round(job="job", expect=expect)
+@pytest.mark.parametrize("low, high", [(0, 3), (-1, 3), (3, 2), (1, 4097)])
+def test_sizes_must_be_in_range(low, high):
+    with pytest.raises(ValueError, match=f"{low}:{high}"):
+        Size(low, high)
 
 
 @pytest.mark.parametrize("number", [0, -3])
 def test_round_numbers_start_at_one(number):
     with pytest.raises(ValueError, match=str(number)):
-        Round(job="job", expect=1, number=number)
+        Round(job="job", expect=Size.fixed(1), number=number)
 
 
 def test_round_is_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
-        Round(job="job", expect=1).number = 2  # type: ignore[misc]
+        Round(job="job", expect=Size.fixed(1)).number = 2  # type: ignore[misc]
 
 
-@pytest.mark.parametrize("make", [lambda: Round(job="job", expect=3), frozen_round, released_round, aborted_round])
+@pytest.mark.parametrize("make", [lambda: Round(job="job", expect=Size.fixed(3)), frozen_round, released_round, aborted_round])
 def test_next_increments_the_round_and_starts_over(make):
     state = make()
     nxt = state.next()
     assert nxt.number == state.number + 1
-    assert (nxt.job, nxt.expect) == ("job", 3)
+    assert (nxt.job, nxt.expect) == ("job", Size.fixed(3))
     assert nxt.phase is RoundPhase.GATHERING
     assert nxt.joined == () and nxt.membership is None and nxt.ready == frozenset()
     assert nxt.abort_reason is None
@@ -118,7 +119,7 @@ def test_next_round_freezes_a_membership_with_the_new_number_and_digest():
 
 
 def test_is_joined():
-    state = gather(Round(job="job", expect=3), A)
+    state = gather(Round(job="job", expect=Size.fixed(3)), A)
     assert state.is_joined("aaaaaaaa")
     assert not state.is_joined("bbbbbbbb")
 
@@ -129,23 +130,23 @@ def test_is_joined():
 
 
 def test_joins_below_expect_broadcast_waiting():
-    state = Round(job="job", expect=3)
-    step = join(state, B, 3)
+    state = Round(job="job", expect=Size.fixed(3))
+    step = join(state, B, Size.fixed(3), 0.0)
     assert step.action is Action.BROADCAST_WAITING
     assert step.rejection is None
     assert step.state.joined == (B,)
     assert step.state.phase is RoundPhase.GATHERING
     assert state.joined == ()  # the old state is untouched
-    step = join(step.state, A, 3)
+    step = join(step.state, A, Size.fixed(3), 0.0)
     assert step.action is Action.BROADCAST_WAITING
     assert step.state.joined == (A, B)  # kept sorted numerically
 
 
 def test_freezes_after_exactly_expect_joins():
-    state = Round(job="job", expect=3)
+    state = Round(job="job", expect=Size.fixed(3))
     actions = []
     for p in (C, A, B):
-        step = join(state, p, 3)
+        step = join(state, p, Size.fixed(3), 0.0)
         actions.append(step.action)
         state = step.state
     assert actions == [Action.BROADCAST_WAITING, Action.BROADCAST_WAITING, Action.BROADCAST_FROZEN]
@@ -155,28 +156,28 @@ def test_freezes_after_exactly_expect_joins():
 
 
 def test_expect_one_freezes_on_the_first_join():
-    step = join(Round(job="solo", expect=1), A, 1)
+    step = join(Round(job="solo", expect=Size.fixed(1)), A, Size.fixed(1), 0.0)
     assert step.action is Action.BROADCAST_FROZEN
     assert step.state.membership.members == (A,)
 
 
 def test_rejoin_of_the_same_peer_is_idempotent():
-    state = gather(Round(job="job", expect=3), A, B)
-    step = join(state, A, 3)
+    state = gather(Round(job="job", expect=Size.fixed(3)), A, B)
+    step = join(state, A, Size.fixed(3), 0.0)
     assert step.action is Action.BROADCAST_WAITING
     assert step.rejection is None
     assert step.state.joined == (A, B)
     assert step.state.phase is RoundPhase.GATHERING
     # and it still freezes at exactly expect distinct peers
-    step = join(step.state, C, 3)
+    step = join(step.state, C, Size.fixed(3), 0.0)
     assert step.action is Action.BROADCAST_FROZEN
     assert step.state.membership.members == (A, B, C)
 
 
 def test_rejoin_does_not_count_twice_towards_expect():
-    state = gather(Round(job="job", expect=2), A)
+    state = gather(Round(job="job", expect=Size.fixed(2)), A)
     for _ in range(3):
-        step = join(state, A, 2)
+        step = join(state, A, Size.fixed(2), 0.0)
         assert step.action is Action.BROADCAST_WAITING
         state = step.state
     assert state.joined == (A,)
@@ -191,8 +192,8 @@ def test_rejoin_does_not_count_twice_towards_expect():
     ],
 )
 def test_duplicate_node_id_from_another_endpoint_is_rejected(twin):
-    state = gather(Round(job="job", expect=3), A, B)
-    step = join(state, twin, 3)
+    state = gather(Round(job="job", expect=Size.fixed(3)), A, B)
+    step = join(state, twin, Size.fixed(3), 0.0)
     assert step.action is Action.REJECT
     assert step.rejection.reason is RejectReason.DUPLICATE_NODE
     assert "aaaaaaaa" in step.rejection.message
@@ -202,9 +203,9 @@ def test_duplicate_node_id_from_another_endpoint_is_rejected(twin):
 
 
 def test_endpoint_clash_is_rejected():
-    state = gather(Round(job="job", expect=3), A, B)
+    state = gather(Round(job="job", expect=Size.fixed(3)), A, B)
     clash = peer("10.0.0.9", "eeeeeeee", port=A.port, tf_port=9999)
-    step = join(state, clash, 3)
+    step = join(state, clash, Size.fixed(3), 0.0)
     assert step.action is Action.REJECT
     assert step.rejection.reason is RejectReason.ENDPOINT_CLASH
     assert "eeeeeeee" in step.rejection.message and "aaaaaaaa" in step.rejection.message
@@ -212,17 +213,17 @@ def test_endpoint_clash_is_rejected():
 
 
 def test_same_address_other_port_is_not_a_clash():
-    state = gather(Round(job="job", expect=3), A)
+    state = gather(Round(job="job", expect=Size.fixed(3)), A)
     neighbour = peer("10.0.0.9", "eeeeeeee", port=A.port + 1, tf_port=9001)
-    step = join(state, neighbour, 3)
+    step = join(state, neighbour, Size.fixed(3), 0.0)
     assert step.action is Action.BROADCAST_WAITING
     assert step.state.joined == (A, neighbour)
 
 
 @pytest.mark.parametrize("theirs", [2, 4, 1, 4096])
 def test_expect_mismatch_is_rejected_with_both_values(theirs):
-    state = gather(Round(job="job", expect=3), A)
-    step = join(state, B, theirs)
+    state = gather(Round(job="job", expect=Size.fixed(3)), A)
+    step = join(state, B, Size.fixed(theirs), 0.0)
     assert step.action is Action.REJECT
     assert step.rejection.reason is RejectReason.EXPECT_MISMATCH
     assert f"--expect {theirs}" in step.rejection.message
@@ -234,13 +235,13 @@ def test_expect_mismatch_is_rejected_with_both_values(theirs):
 
 def test_expect_mismatch_is_rejected_after_the_freeze_too():
     state = frozen_round()
-    step = join(state, D, 5)
+    step = join(state, D, Size.fixed(5), 0.0)
     assert step.rejection.reason is RejectReason.EXPECT_MISMATCH
 
 
 def test_late_join_after_freeze_is_rejected_naming_the_members():
     state = frozen_round()
-    step = join(state, D, 3)
+    step = join(state, D, Size.fixed(3), 0.0)
     assert step.action is Action.REJECT
     assert step.rejection.reason is RejectReason.ALREADY_FROZEN
     message = step.rejection.message
@@ -255,7 +256,7 @@ def test_late_join_after_freeze_is_rejected_naming_the_members():
 @pytest.mark.parametrize("make, word", [(released_round, "released"), (aborted_round, "aborted")])
 def test_join_after_release_or_abort_is_rejected(make, word):
     state = make()
-    step = join(state, D, 3)
+    step = join(state, D, Size.fixed(3), 0.0)
     assert step.action is Action.REJECT
     assert step.rejection.reason is RejectReason.ALREADY_FROZEN
     assert word in step.rejection.message
@@ -268,32 +269,32 @@ def test_join_after_release_or_abort_is_rejected(make, word):
 
 
 def test_leave_before_freeze():
-    state = gather(Round(job="job", expect=3), A, B)
-    step = leave(state, "aaaaaaaa")
+    state = gather(Round(job="job", expect=Size.fixed(3)), A, B)
+    step = leave(state, "aaaaaaaa", 0.0)
     assert step.action is Action.BROADCAST_WAITING
     assert step.state.joined == (B,)
     assert step.state.phase is RoundPhase.GATHERING
 
 
 def test_leave_then_another_peer_completes_the_round():
-    state = gather(Round(job="job", expect=3), A, B)
-    state = leave(state, "aaaaaaaa").state
+    state = gather(Round(job="job", expect=Size.fixed(3)), A, B)
+    state = leave(state, "aaaaaaaa", 0.0).state
     state = gather(state, C)
     assert state.phase is RoundPhase.GATHERING
-    step = join(state, D, 3)
+    step = join(state, D, Size.fixed(3), 0.0)
     assert step.action is Action.BROADCAST_FROZEN
     assert step.state.membership.members == (D, B, C)
 
 
 def test_leave_of_an_unknown_node_does_nothing():
-    state = gather(Round(job="job", expect=3), A)
-    step = leave(state, "eeeeeeee")
+    state = gather(Round(job="job", expect=Size.fixed(3)), A)
+    step = leave(state, "eeeeeeee", 0.0)
     assert step == Step(state, Action.NOTHING)
 
 
 def test_leave_after_freeze_aborts_naming_the_member():
     state = frozen_round()
-    step = leave(state, "bbbbbbbb")
+    step = leave(state, "bbbbbbbb", 0.0)
     assert step.action is Action.ABORT
     assert step.state.phase is RoundPhase.ABORTED
     assert "10.0.0.10 (bbbbbbbb)" in step.state.abort_reason
@@ -301,12 +302,12 @@ def test_leave_after_freeze_aborts_naming_the_member():
 
 def test_leave_after_freeze_by_a_stranger_does_nothing():
     state = frozen_round()
-    assert leave(state, "eeeeeeee") == Step(state, Action.NOTHING)
+    assert leave(state, "eeeeeeee", 0.0) == Step(state, Action.NOTHING)
 
 
 def test_leave_after_an_abort_does_nothing():
     state = aborted_round()
-    assert leave(state, "aaaaaaaa") == Step(state, Action.NOTHING)
+    assert leave(state, "aaaaaaaa", 0.0) == Step(state, Action.NOTHING)
 
 
 # --------------------------------------------------------------------------
@@ -352,7 +353,7 @@ def test_ready_from_a_stranger_is_rejected():
 
 
 def test_ready_before_freeze_does_nothing():
-    state = gather(Round(job="job", expect=3), A)
+    state = gather(Round(job="job", expect=Size.fixed(3)), A)
     assert ready(state, "aaaaaaaa", "x") == Step(state, Action.NOTHING)
 
 
@@ -367,7 +368,7 @@ def test_ready_after_release_or_abort_does_nothing(make):
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("make", [lambda: Round(job="job", expect=3), frozen_round])
+@pytest.mark.parametrize("make", [lambda: Round(job="job", expect=Size.fixed(3)), frozen_round])
 def test_abort_gathering_or_frozen(make):
     step = abort(make(), "operator said so")
     assert step.action is Action.ABORT
@@ -408,9 +409,9 @@ def distinct(strategy: st.SearchStrategy[Peer]) -> st.SearchStrategy[list[Peer]]
 
 
 def run_joins(ps: list[Peer]) -> Round:
-    state = Round(job="prop", expect=len(ps))
+    state = Round(job="prop", expect=Size.fixed(len(ps)))
     for i, p in enumerate(ps):
-        step = join(state, p, len(ps))
+        step = join(state, p, Size.fixed(len(ps)), 0.0)
         expected = Action.BROADCAST_FROZEN if i == len(ps) - 1 else Action.BROADCAST_WAITING
         assert step.action is expected
         state = step.state
@@ -480,16 +481,16 @@ def test_release_happens_exactly_on_the_last_ready_in_any_order(ps, rnd):
 @given(distinct(peers), st.data())
 def test_joins_with_leaves_before_the_freeze_still_freeze_the_sorted_remaining(ps, data):
     # Everyone but the last joins; some leave again and rejoin; then the last one joins.
-    state = Round(job="prop", expect=len(ps))
+    state = Round(job="prop", expect=Size.fixed(len(ps)))
     for p in ps[:-1]:
-        state = join(state, p, len(ps)).state
+        state = join(state, p, Size.fixed(len(ps)), 0.0).state
     leavers = data.draw(st.lists(st.sampled_from(ps[:-1]), unique=True) if len(ps) > 1 else st.just([]))
     for p in leavers:
-        state = leave(state, p.node_id).state
+        state = leave(state, p.node_id, 0.0).state
     assert len(state.joined) == len(ps) - 1 - len(leavers)
     for p in leavers:
-        state = join(state, p, len(ps)).state
-    step = join(state, ps[-1], len(ps))
+        state = join(state, p, Size.fixed(len(ps)), 0.0).state
+    step = join(state, ps[-1], Size.fixed(len(ps)), 0.0)
     assert step.action is Action.BROADCAST_FROZEN
     assert list(step.state.membership.members) == sorted(ps)
 
@@ -510,7 +511,7 @@ def replace_policy(state: Round, policy: Policy) -> Round:
 
 
 def test_a_member_lost_after_the_release_aborts_naming_it():
-    step = leave(released_round(), "bbbbbbbb")
+    step = leave(released_round(), "bbbbbbbb", 0.0)
     assert step.action is Action.ABORT
     assert step.state.abort_reason == "10.0.0.10 (bbbbbbbb): its rendezvous daemon was lost (stream closed)"
     assert step.state.exit_code == ROUND_FAILED and step.state.final is True  # no restarts by default
@@ -545,7 +546,7 @@ def test_exit_0_aborts_nobody_and_the_last_one_completes_the_job():
         step = finished(state, p.node_id, 0)
         assert step.action is Action.NOTHING
         state = step.state
-    assert leave(state, "aaaaaaaa").action is Action.NOTHING, "a member that succeeded may leave"
+    assert leave(state, "aaaaaaaa", 0.0).action is Action.NOTHING, "a member that succeeded may leave"
     step = finished(state, C.node_id, 0)
     assert step.action is Action.COMPLETE and step.state.phase is RoundPhase.COMPLETED
 
@@ -567,7 +568,7 @@ def test_a_silent_member_aborts_the_round_after_the_timeout():
 
 
 def test_liveness_spares_gathering_rounds_and_members_that_succeeded():
-    gathering = heard(gather(Round(job="job", expect=3), A), "aaaaaaaa", 0.0)
+    gathering = heard(gather(Round(job="job", expect=Size.fixed(3)), A), "aaaaaaaa", 0.0)
     assert check_liveness(gathering, 100.0, 5.0).action is Action.NOTHING
     state = heard(released_round(), "aaaaaaaa", 0.0)
     state = finished(state, "aaaaaaaa", 0).state
@@ -575,7 +576,7 @@ def test_liveness_spares_gathering_rounds_and_members_that_succeeded():
 
 
 def test_a_newer_round_number_renumbers_a_gathering_round_and_keeps_its_peers():
-    state = gather(Round(job="job", expect=3), A)
+    state = gather(Round(job="job", expect=Size.fixed(3)), A)
     step = newer(state, 4)
     assert (step.state.number, step.state.joined, step.action) == (4, (A,), Action.NOTHING)
     assert newer(state, 1).state is state
@@ -607,19 +608,19 @@ OLDER_PYTHON = Fingerprint("3.11.4", "2.21.0", ("H100",) * 8)
 def gather_with(state: Round, *joins: tuple[Peer, Fingerprint]) -> Step:
     step = Step(state, Action.NOTHING)
     for p, fingerprint in joins:
-        step = join(step.state, p, step.state.expect, fingerprint)
+        step = join(step.state, p, step.state.expect, 0.0, fingerprint)
     return step
 
 
 def test_members_with_the_same_fingerprint_freeze_without_warnings():
-    step = gather_with(Round(job="job", expect=3), (A, EIGHT), (B, EIGHT), (C, EIGHT))
+    step = gather_with(Round(job="job", expect=Size.fixed(3)), (A, EIGHT), (B, EIGHT), (C, EIGHT))
     assert step.action is Action.BROADCAST_FROZEN
     assert step.state.warnings == () and not step.state.refused
 
 
 def test_a_gpu_count_that_differs_refuses_the_round_for_good_before_any_command():
     policy = Policy(max_restarts=3)
-    step = gather_with(Round(job="job", expect=3, policy=policy), (C, FOUR), (A, EIGHT), (B, EIGHT))
+    step = gather_with(Round(job="job", expect=Size.fixed(3), policy=policy), (C, FOUR), (A, EIGHT), (B, EIGHT))
     assert step.action is Action.ABORT
     assert step.state.abort_reason == "preflight: 10.0.0.100 has 4 GPUs, the others 8"
     assert (step.state.exit_code, step.state.final, step.state.refused) == (4, True, True)
@@ -628,7 +629,7 @@ def test_a_gpu_count_that_differs_refuses_the_round_for_good_before_any_command(
 
 def test_an_allowed_difference_freezes_with_a_warning_for_every_member():
     policy = Policy(allow_mismatch=frozenset({Mismatch.PYTHON}))
-    step = gather_with(Round(job="job", expect=3, policy=policy), (A, EIGHT), (B, OLDER_PYTHON), (C, EIGHT))
+    step = gather_with(Round(job="job", expect=Size.fixed(3), policy=policy), (A, EIGHT), (B, OLDER_PYTHON), (C, EIGHT))
     assert step.action is Action.BROADCAST_FROZEN
     assert step.state.warnings == (
         "preflight: 10.0.0.10 has Python 3.11.4, the others 3.11.9 (allowed by --allow-mismatch python)",
@@ -637,20 +638,138 @@ def test_an_allowed_difference_freezes_with_a_warning_for_every_member():
 
 def test_the_allowed_kinds_survive_the_next_round():
     policy = Policy(allow_mismatch=frozenset({Mismatch.PYTHON}))
-    assert Round(job="job", expect=1, policy=policy).next().policy.allow_mismatch == {Mismatch.PYTHON}
+    assert Round(job="job", expect=Size.fixed(1), policy=policy).next().policy.allow_mismatch == {Mismatch.PYTHON}
 
 
 def test_peers_that_sent_no_fingerprint_are_left_out_of_the_comparison():
-    step = gather_with(Round(job="job", expect=3), (A, EIGHT), (B, None), (C, EIGHT))
+    step = gather_with(Round(job="job", expect=Size.fixed(3)), (A, EIGHT), (B, None), (C, EIGHT))
     assert step.action is Action.BROADCAST_FROZEN
 
 
 def test_a_peer_that_left_before_the_freeze_is_not_compared():
-    state = gather_with(Round(job="job", expect=2), (A, FOUR)).state
-    state = leave(state, A.node_id).state
+    state = gather_with(Round(job="job", expect=Size.fixed(2)), (A, FOUR)).state
+    state = leave(state, A.node_id, 0.0).state
     step = gather_with(state, (B, EIGHT), (C, EIGHT))
     assert step.action is Action.BROADCAST_FROZEN
 
 
 def test_check_preflight_of_a_frozen_round_without_fingerprints_freezes():
     assert check_preflight(frozen_round()).action is Action.BROADCAST_FROZEN
+
+
+# --------------------------------------------------------------------------
+# Elastic size: --expect MIN:MAX and the settle time
+# --------------------------------------------------------------------------
+
+from rendezvous.core.round import settle  # noqa: E402
+
+ELASTIC = Size(2, 3)
+
+
+def elastic_round(*peers: Peer, at: float = 0.0, settle_for: float = 3.0, policy: Policy = Policy(max_restarts=3)) -> Round:
+    state = Round(job="job", expect=ELASTIC, settle=settle_for, policy=policy)
+    for p in peers:
+        state = join(state, p, ELASTIC, at).state
+    return state
+
+
+def test_an_elastic_round_freezes_at_once_with_max_peers():
+    state = elastic_round(A, B)
+    step = join(state, C, ELASTIC, 0.5)
+    assert step.action is Action.BROADCAST_FROZEN
+    assert step.state.membership.members == (A, B, C)
+
+
+def test_an_elastic_round_with_min_peers_freezes_once_nobody_came_for_the_settle_time():
+    state = elastic_round(A, B, at=10.0)
+    assert state.phase is RoundPhase.GATHERING
+    assert settle(state, 12.9) == Step(state, Action.NOTHING)
+    step = settle(state, 13.0)
+    assert step.action is Action.BROADCAST_FROZEN
+    assert step.state.membership.members == (A, B)
+
+
+def test_below_min_the_settle_time_freezes_nothing():
+    state = elastic_round(A, at=0.0)
+    assert settle(state, 100.0).action is Action.NOTHING
+
+
+@pytest.mark.parametrize("change", ["join", "leave"])
+def test_every_arrival_or_departure_starts_the_settle_time_again(change):
+    size = Size(2, 4)
+    state = Round(job="job", expect=size, settle=3.0)
+    for p in (A, B):
+        state = join(state, p, size, 0.0).state
+    if change == "join":
+        state = join(state, B, size, 2.0).state  # B again, on a new stream
+    else:
+        state = join(state, D, size, 1.0).state
+        state = leave(state, D.node_id, 2.0).state
+    assert settle(state, 4.9).action is Action.NOTHING
+    assert settle(state, 5.0).action is Action.BROADCAST_FROZEN
+
+
+def test_a_fixed_size_never_freezes_on_the_settle_time():
+    state = gather(Round(job="job", expect=Size.fixed(3), settle=0.0), A, B)
+    assert settle(state, 1e9).action is Action.NOTHING
+
+
+def test_settle_does_nothing_once_frozen():
+    state = settle(elastic_round(A, B), 5.0).state
+    assert settle(state, 50.0) == Step(state, Action.NOTHING)
+
+
+def running_elastic(policy: Policy = Policy(max_restarts=3)) -> Round:
+    state = settle(elastic_round(A, B, policy=policy), 5.0).state
+    for p in (A, B):
+        state = ready(state, p.node_id, state.membership.digest).state
+    assert state.phase is RoundPhase.RELEASED
+    return state
+
+
+@pytest.mark.parametrize("make", [lambda p: settle(elastic_round(A, B, policy=p), 5.0).state, running_elastic])
+def test_a_peer_that_comes_while_fewer_than_max_run_is_admitted_by_a_restart(make):
+    state = make(Policy(max_restarts=3))
+    step = join(state, C, ELASTIC, 9.0)
+    assert step.action is Action.ABORT
+    assert step.state.phase is RoundPhase.ABORTED and not step.state.final
+    assert C.describe() in step.state.abort_reason
+    assert "2 of 2 to 3 peers" in step.state.abort_reason
+    assert "next round admits it" in step.state.abort_reason
+    nxt = newer(step.state, 2).state
+    assert (nxt.number, nxt.phase) == (2, RoundPhase.GATHERING)
+    assert join(nxt, C, ELASTIC, 9.0).state.joined == (C,)
+
+
+def test_with_no_restart_left_a_new_peer_is_refused_not_admitted():
+    state = running_elastic(Policy(max_restarts=0))
+    step = join(state, C, ELASTIC, 9.0)
+    assert step.action is Action.REJECT
+    assert step.rejection.reason is RejectReason.ALREADY_FROZEN
+    assert f"no restart is left to admit {C.describe()}" in step.rejection.message
+    assert step.state == state
+
+
+def test_a_full_round_refuses_a_new_peer_whatever_the_restarts():
+    state = released_round()
+    state = dataclasses.replace(state, expect=Size(2, 3), policy=Policy(max_restarts=5))
+    step = join(state, D, Size(2, 3), 9.0)
+    assert step.action is Action.REJECT
+    assert f"{D.describe()} is not a member" in step.rejection.message
+
+
+def test_a_member_joining_again_does_not_restart_the_round():
+    state = running_elastic()
+    assert join(state, A, ELASTIC, 9.0).action is Action.REJECT
+
+
+def test_an_elastic_size_must_match_exactly():
+    state = elastic_round(A)
+    step = join(state, B, Size.fixed(3), 0.0)
+    assert step.rejection.reason is RejectReason.EXPECT_MISMATCH
+    assert "--expect 3" in step.rejection.message and "--expect 2:3" in step.rejection.message
+
+
+def test_the_next_round_keeps_size_and_settle_time():
+    nxt = elastic_round(A, settle_for=7.5).next()
+    assert (nxt.expect, nxt.settle, nxt.joined) == (ELASTIC, 7.5, ())

@@ -23,6 +23,7 @@ from rendezvous.core.status import (
 )
 from rendezvous.core.tf_config import Membership
 from rendezvous.v1 import rendezvous_pb2 as pb
+from rendezvous.core.size import Size
 
 A = Peer("aaaaaaaaaaaa", ipaddress.ip_address("10.0.0.9"), 41234, 2222)
 B = Peer("bbbbbbbbbbbb", ipaddress.ip_address("10.0.0.10"), 38211, 2223)
@@ -35,7 +36,7 @@ def status(phase=Phase.WAITING, node=B, seen=(B,), membership=None, **kwargs):
         membership = M
     if membership is None:
         kwargs.setdefault("following", min(seen or (node,)))
-    return NodeStatus(node=node, job="resnet", expect=2, phase=phase, seen=seen, membership=membership, **kwargs)
+    return NodeStatus(node=node, job="resnet", expect=Size.fixed(2), phase=phase, seen=seen, membership=membership, **kwargs)
 
 
 @pytest.mark.parametrize(
@@ -224,9 +225,9 @@ def test_an_invalid_status_from_the_wire_is_a_value_error():
 
 def test_peer_table_and_json():
     adverts = [
-        Advert(peer=A, job="resnet", expect=2, phase=Phase.RUNNING, coordinator=A.endpoint,
+        Advert(peer=A, job="resnet", expect=Size.fixed(2), phase=Phase.RUNNING, coordinator=A.endpoint,
                tensorflow="2.21.0", gpus="8x NVIDIA H100"),
-        Advert(peer=C, job="other-job", expect=16),
+        Advert(peer=C, job="other-job", expect=Size.fixed(16)),
     ]
     assert peer_table(adverts).splitlines() == [
         "NODE          ADDRESS     PORT   JOB        EXPECT  PHASE    TF      GPUS",
@@ -236,6 +237,6 @@ def test_peer_table_and_json():
     assert peer_table([]) == "NODE  ADDRESS  PORT  JOB  EXPECT  PHASE  TF  GPUS"
     assert advert_to_dict(adverts[0]) == {
         "node_id": "aaaaaaaaaaaa", "address": "10.0.0.9", "port": 41234, "tf_port": 2222, "job": "resnet",
-        "expect": 2, "phase": "running", "round": 1, "coordinator": "10.0.0.9:41234",
+        "expect": 2, "expect_min": 2, "phase": "running", "round": 1, "coordinator": "10.0.0.9:41234",
         "tensorflow": "2.21.0", "gpus": "8x NVIDIA H100",
     }

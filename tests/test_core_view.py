@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from rendezvous.core.advert import Advert, Phase
 from rendezvous.core.peer import Peer
 from rendezvous.core.view import PeerView, Target
+from rendezvous.core.size import Size
 
 ip = ipaddress.ip_address
 
@@ -21,7 +22,7 @@ def peer(address: str, node_id: str, port: int = 7000, tf_port: int = 9000) -> P
 
 
 def advert(address: str, node_id: str, *, job: str = "job", expect: int = 3, port: int = 7000, **kw) -> Advert:
-    return Advert(peer=peer(address, node_id, port=port), job=job, expect=expect, **kw)
+    return Advert(peer=peer(address, node_id, port=port), job=job, expect=Size.fixed(expect), **kw)
 
 
 ME = advert("10.0.0.10", "aaaaaaaa")

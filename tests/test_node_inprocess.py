@@ -24,6 +24,7 @@ from rendezvous.core.tf_config import Membership
 from rendezvous.discovery import Discovery, Gone, Seen
 from rendezvous.errors import CoordinatorError
 from rendezvous.node import Node
+from rendezvous.core.size import Size
 
 FAST = Timings(keepalive=1.0, retry_interval=0.05, advertise_delay=0.0, conflict_linger=0.0)
 
@@ -197,7 +198,7 @@ def other(address: str, node_id: str, phase: Phase = Phase.WAITING, coordinator:
     import ipaddress
 
     peer = Peer(node_id=node_id, address=ipaddress.ip_address(address), port=7000, tf_port=9000)
-    return Advert(peer=peer, job="inproc", expect=3, phase=phase, coordinator=coordinator)
+    return Advert(peer=peer, job="inproc", expect=Size.fixed(3), phase=phase, coordinator=coordinator)
 
 
 def test_status_shows_the_coordinator_this_node_follows_and_leaves_suspects_out(tmp_path):

@@ -21,6 +21,7 @@ from rendezvous.core.peer import Peer
 from rendezvous.core.status import NodeStatus
 from rendezvous.core.tf_config import Membership
 from rendezvous.notify import NOTIFY_VARIABLES, SystemdNotifier, notify_message, socket_address, watchdog_interval
+from rendezvous.core.size import Size
 
 # --------------------------------------------------------------------------
 # Pure parts
@@ -75,7 +76,7 @@ def _status(phase=Phase.WAITING, seen=1, exit_code=None):
     a = Peer("aaaaaaaaaaaa", ipaddress.ip_address("10.0.0.1"), 1000, 2000)
     b = Peer("bbbbbbbbbbbb", ipaddress.ip_address("10.0.0.2"), 1000, 2000)
     membership = Membership.freeze("j", 1, [a, b]) if phase is not Phase.WAITING else None
-    return NodeStatus(node=b, job="j", expect=2, phase=phase, seen=(a, b)[2 - seen:], membership=membership, exit_code=exit_code)
+    return NodeStatus(node=b, job="j", expect=Size.fixed(2), phase=phase, seen=(a, b)[2 - seen:], membership=membership, exit_code=exit_code)
 
 
 class Receiver:

@@ -26,6 +26,7 @@ from rendezvous.settings import (
     read_config_file,
     variable_name,
 )
+from rendezvous.core.size import Size
 
 TRAINER = (sys.executable, "-m", "trainer")
 NO_ARGS: dict = {}
@@ -54,7 +55,7 @@ def test_names_of_every_option():
     assert {o.name for o in OPTIONS} == {
         "expect", "job", "command", "address", "interface", "port", "tf_port", "timeout",
         "stop_grace", "verbose", "quiet", "log_format", "timings", "max_restarts", "no_restart_on",
-        "liveness_timeout", "same_file", "allow_mismatch", "python",
+        "liveness_timeout", "same_file", "allow_mismatch", "python", "settle",
     }
 
 
@@ -64,7 +65,7 @@ def test_names_of_every_option():
 
 # option: (file text, environment text, command-line value, value from file, value from env)
 LAYERS = {
-    "expect": ("expect = 2", "3", 4, 2, 3),
+    "expect": ('expect = "2:4"', "3", Size(1, 5), Size(2, 4), Size(3, 3)),
     "job": ('job = "from-file"', "from-env", "from-cli", "from-file", "from-env"),
     "address": ('address = "10.0.0.1"', "10.0.0.2", "10.0.0.3", "10.0.0.1", "10.0.0.2"),
     "interface": ('interface = "eth0"', "eth1", "eth2", "eth0", "eth1"),
@@ -143,8 +144,9 @@ def test_other_rendezvous_variables_are_not_options():
 @pytest.mark.parametrize(
     "variable, text, value",
     [
-        ("RENDEZVOUS_EXPECT", "3", 3),
-        ("RENDEZVOUS_EXPECT", " 3\n", 3),
+        ("RENDEZVOUS_EXPECT", "3", Size(3, 3)),
+        ("RENDEZVOUS_EXPECT", " 3\n", Size(3, 3)),
+        ("RENDEZVOUS_EXPECT", "2:4", Size(2, 4)),
         ("RENDEZVOUS_PORT", "07000", 7000),
         ("RENDEZVOUS_TIMEOUT", "2.5", 2.5),
         ("RENDEZVOUS_TIMEOUT", ".5", 0.5),
@@ -179,7 +181,7 @@ def test_rendezvous_config_names_the_file(tmp_path):
     path = tmp_path / "x.conf"
     path.write_text('expect = 5\njob = "envfile"\n')
     s = load_settings({}, (), {"RENDEZVOUS_CONFIG": str(path)})
-    assert (s.join.expect, s.join.job, s.config_file) == (5, "envfile", str(path))
+    assert (s.join.expect, s.join.job, s.config_file) == (Size(5, 5), "envfile", str(path))
 
 
 def test_a_missing_default_file_is_fine_a_missing_named_file_is_not(tmp_path):
@@ -261,11 +263,11 @@ def test_both_spellings_are_accepted():
 @pytest.mark.parametrize(
     "line, shown",
     [
-        ("expect = 0", "expect must be a whole number from 1 to 4096, got 0"),
-        ("expect = 4097", "expect must be a whole number from 1 to 4096, got 4097"),
-        ('expect = "3"', "expect must be a whole number from 1 to 4096, got '3'"),
-        ("expect = 2.0", "expect must be a whole number from 1 to 4096, got 2.0"),
-        ("expect = true", "expect must be a whole number from 1 to 4096, got True"),
+        ("expect = 0", "expect must be N or MIN:MAX with 1 <= MIN <= MAX <= 4096, got 0"),
+        ("expect = 4097", "expect must be N or MIN:MAX with 1 <= MIN <= MAX <= 4096, got 4097"),
+        ('expect = "3:2"', "expect must be N or MIN:MAX with 1 <= MIN <= MAX <= 4096, got '3:2'"),
+        ("expect = 2.0", "expect must be N or MIN:MAX with 1 <= MIN <= MAX <= 4096, got 2.0"),
+        ("expect = true", "expect must be N or MIN:MAX with 1 <= MIN <= MAX <= 4096, got True"),
         ('job = "bad job"', "job must be 1-63 letters"),
         ("job = 7", "got 7"),
         ("command = []", "command must not be empty"),
@@ -310,8 +312,8 @@ def test_bad_values_in_the_file_name_the_file_key_and_value(tmp_path, line, show
 @pytest.mark.parametrize(
     "variable, text, shown",
     [
-        ("RENDEZVOUS_EXPECT", "0", "RENDEZVOUS_EXPECT must be a whole number from 1 to 4096, got 0"),
-        ("RENDEZVOUS_EXPECT", "two", "RENDEZVOUS_EXPECT must be a whole number from 1 to 4096, got 'two'"),
+        ("RENDEZVOUS_EXPECT", "0", "RENDEZVOUS_EXPECT must be N or MIN:MAX with 1 <= MIN <= MAX <= 4096, got '0'"),
+        ("RENDEZVOUS_EXPECT", "two", "RENDEZVOUS_EXPECT must be N or MIN:MAX with 1 <= MIN <= MAX <= 4096, got 'two'"),
         ("RENDEZVOUS_EXPECT", "2.5", "got '2.5'"),
         ("RENDEZVOUS_JOB", "bad job", "RENDEZVOUS_JOB must be 1-63 letters"),
         ("RENDEZVOUS_ADDRESS", "example.com", "RENDEZVOUS_ADDRESS must be a numeric IP address, got 'example.com'"),
@@ -321,7 +323,7 @@ def test_bad_values_in_the_file_name_the_file_key_and_value(tmp_path, line, show
         ("RENDEZVOUS_TIMEOUT", "-3", "got -3.0"),
         ("RENDEZVOUS_STOP_GRACE", "inf", "RENDEZVOUS_STOP_GRACE must be zero or more seconds, got 'inf'"),
         # Only ASCII digits make a whole number, only plain decimals a number of seconds.
-        ("RENDEZVOUS_EXPECT", "1_0", "RENDEZVOUS_EXPECT must be a whole number from 1 to 4096, got '1_0'"),
+        ("RENDEZVOUS_EXPECT", "1_0", "RENDEZVOUS_EXPECT must be N or MIN:MAX with 1 <= MIN <= MAX <= 4096, got '1_0'"),
         ("RENDEZVOUS_EXPECT", "+3", "got '+3'"),
         ("RENDEZVOUS_EXPECT", "-3", "got '-3'"),
         ("RENDEZVOUS_EXPECT", "\u0663", "got '\u0663'"),  # ARABIC-INDIC DIGIT THREE
@@ -398,7 +400,7 @@ def test_cli_unknown_key_exits_2(tmp_path):
 def test_cli_environment_error_exits_2():
     result = run(["join"], {"RENDEZVOUS_EXPECT": "many"})
     assert result.returncode == 2
-    assert "RENDEZVOUS_EXPECT must be a whole number from 1 to 4096, got 'many'" in result.stderr
+    assert "RENDEZVOUS_EXPECT must be N or MIN:MAX with 1 <= MIN <= MAX <= 4096, got 'many'" in result.stderr
 
 
 def test_cli_option_overrides_a_bad_environment_value_only_when_good():

@@ -9,6 +9,7 @@ from ..config import Timings
 from ..core.advert import PROTOCOL_VERSION, Phase
 from ..core.peer import Peer, parse_address
 from ..core.preflight import Fingerprint
+from ..core.size import Size
 from ..core.status import NodeStatus
 from ..core.tf_config import Membership
 from ..v1 import rendezvous_pb2 as pb
@@ -104,6 +105,11 @@ def optional_peer_from_pb(message: pb.Peer) -> Optional[Peer]:
         return None
 
 
+def size_from_pb(expect_min: int, expect: int) -> Size:
+    """The peer count of a JoinRequest, Waiting or StatusResponse; ValueError if invalid."""
+    return Size(expect_min or expect, expect)
+
+
 def status_to_pb(status: NodeStatus) -> pb.StatusResponse:
     membership = status.membership
     coordinator = status.coordinator
@@ -111,7 +117,8 @@ def status_to_pb(status: NodeStatus) -> pb.StatusResponse:
     response = pb.StatusResponse(
         header=header(status.job, status.round, status.node.node_id),
         phase=status.phase.value,
-        expect=status.expect,
+        expect=status.expect.max,
+        expect_min=status.expect.min,
         members=peers_to_pb(membership.members if membership else ()),
         tf_config=json.dumps(tf_config, separators=(",", ":")) if tf_config else "",
         rank=NO_RANK if status.rank is None else status.rank,
@@ -139,7 +146,7 @@ def status_from_pb(message: pb.StatusResponse) -> NodeStatus:
     return NodeStatus(
         node=peer_from_pb(message.self),
         job=message.header.job,
-        expect=message.expect,
+        expect=size_from_pb(message.expect_min, message.expect),
         phase=Phase(message.phase),
         round=message.header.round,
         seen=tuple(peer_from_pb(p) for p in message.seen),

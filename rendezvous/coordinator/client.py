@@ -22,6 +22,7 @@ from ..core.member import (
 )
 from ..core.peer import Peer
 from ..core.preflight import Fingerprint
+from ..core.size import Size
 from ..core.status import NodeStatus
 from ..core.tf_config import Membership
 from ..errors import NoDaemonError
@@ -40,7 +41,7 @@ class JoinSession:
     """A Join stream from `me` to the coordinator at `endpoint`."""
 
     def __init__(
-        self, endpoint: str, me: Peer, job: str, round: int, expect: int, keepalive: float,
+        self, endpoint: str, me: Peer, job: str, round: int, expect: Size, keepalive: float,
         fingerprint: Optional[Fingerprint] = None,
     ) -> None:
         self.endpoint = endpoint
@@ -64,7 +65,7 @@ class JoinSession:
             raise SessionLost(f"stream to {self.endpoint} broke: {exc}") from None
 
     async def join(self) -> None:
-        request = pb.JoinRequest(peer=_wire.peer_to_pb(self._me), expect=self._expect)
+        request = pb.JoinRequest(peer=_wire.peer_to_pb(self._me), expect=self._expect.max, expect_min=self._expect.min)
         if self._fingerprint is not None:
             request.fingerprint.CopyFrom(_wire.fingerprint_to_pb(self._fingerprint))
         await self._write(self._message(join=request))
@@ -95,7 +96,7 @@ class JoinSession:
         try:
             if kind == "waiting":
                 joined = tuple(_wire.peer_from_pb(p) for p in message.waiting.joined)
-                return Waiting(joined, message.waiting.expect)
+                return Waiting(joined, _wire.size_from_pb(message.waiting.expect_min, message.waiting.expect))
             if kind == "frozen":
                 members = tuple(_wire.peer_from_pb(p) for p in message.frozen.members)
                 membership = Membership(job=message.header.job, round=message.header.round, members=members)

@@ -15,6 +15,7 @@ from ..core import round as rounds
 from ..core.advert import PROTOCOL_VERSION
 from ..core.peer import Peer
 from ..core.round import Action, Policy, RejectReason, Round, RoundPhase, Step
+from ..core.size import Size
 from ..core.status import NodeStatus
 from ..core.view import Target
 from ..ports import check_port_free
@@ -34,6 +35,8 @@ _REASONS = {
 
 # Closes a peer's outbound queue.
 _END = None
+# The settle check runs this much after the settle time, never a tick before it.
+_SETTLE_SLACK = 0.01
 
 
 class CoordinatorService(pb_grpc.RendezvousServicer):
@@ -48,19 +51,20 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         self,
         me: Peer,
         job: str,
-        expect: int,
+        expect: Size,
         target: Callable[[], Target],
         status: Callable[[], NodeStatus],
         timings: Timings,
         liveness_timeout: float = 5.0,
         policy: Policy = Policy(),
+        settle: float = 0.0,
     ) -> None:
         self._me = me
         self._target = target
         self._status = status
         self._timings = timings
         self._liveness = liveness_timeout
-        self.round = Round(job=job, expect=expect, policy=policy)
+        self.round = Round(job=job, expect=expect, settle=settle, policy=policy)
         self._outboxes: dict[str, asyncio.Queue[Optional[pb.CoordinatorMessage]]] = {}
         self._watchdog: Optional[asyncio.Task] = None
 
@@ -90,12 +94,13 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
     def _apply(self, step: Step) -> None:
         self.round = state = step.state
         if step.action is Action.BROADCAST_WAITING:
-            log.debug(
-                "coordinating job %r: %d/%d peers joined",
-                state.job, len(state.joined), state.expect,
+            log.debug("coordinating job %r: %s peers joined", state.job, state.expect.progress(len(state.joined)))
+            waiting = pb.Waiting(
+                joined=_wire.peers_to_pb(state.joined), expect=state.expect.max, expect_min=state.expect.min
             )
-            waiting = pb.Waiting(joined=_wire.peers_to_pb(state.joined), expect=state.expect)
             self._broadcast(self._message(waiting=waiting))
+            if state.expect.elastic:
+                asyncio.get_running_loop().call_later(state.settle + _SETTLE_SLACK, self._settle)
         elif step.action is Action.BROADCAST_FROZEN and state.membership:
             membership = state.membership
             log.info(
@@ -124,6 +129,9 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
             )
             self._broadcast(self._message(aborted=aborted))
             self._end_streams()
+
+    def _settle(self) -> None:
+        self._apply(rounds.settle(self.round, time.monotonic()))
 
     def follow(self, target: Target) -> None:
         """The view changed: if someone else is now the coordinator, send everyone there."""
@@ -165,8 +173,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         asked = max(1, first.header.round)
         self._apply(rounds.newer(self.round, asked))
         self._apply(rounds.newer(self.round, asked))  # a running round was aborted: the next one
-        fingerprint = _wire.optional_fingerprint_from_pb(first.join)
-        step = rounds.join(self.round, peer, first.join.expect, fingerprint)
+        step = self._join(peer, first.join)
         if step.rejection is not None:
             log.warning("rejected %s: %s", peer.describe(), step.rejection.message)
             await context.write(self._rejected(_REASONS[step.rejection.reason], step.rejection.message))
@@ -184,7 +191,22 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
             reader.cancel()
             if self._outboxes.get(peer.node_id) is outbox:
                 del self._outboxes[peer.node_id]
-                self._apply(rounds.leave(self.round, peer.node_id))
+                self._apply(rounds.leave(self.round, peer.node_id, time.monotonic()))
+
+    def _join(self, peer: Peer, request: pb.JoinRequest) -> Step:
+        """The round's answer to `peer`; a peer admitted by a restart joins the round that
+        follows the one it aborts."""
+        try:
+            expect = _wire.size_from_pb(request.expect_min, request.expect)
+        except ValueError as exc:
+            return rounds.reject(self.round, RejectReason.EXPECT_MISMATCH, f"{peer.describe()}: --expect {exc}")
+        fingerprint = _wire.optional_fingerprint_from_pb(request)
+        step = rounds.join(self.round, peer, expect, time.monotonic(), fingerprint)
+        if step.action is Action.ABORT and not step.state.refused:  # admitted by a restart
+            self._apply(step)
+            self._apply(rounds.newer(self.round, self.round.number + 1))
+            step = rounds.join(self.round, peer, expect, time.monotonic(), fingerprint)
+        return step
 
     async def _next_message(self, outbox: asyncio.Queue) -> Optional[pb.CoordinatorMessage]:
         """The next message for a peer; a heartbeat when there was none for a while."""

@@ -13,12 +13,13 @@ from typing import Mapping, Optional, Sequence
 
 from .numbers import parse_whole
 from .peer import IPAddress, Peer, parse_address, parse_endpoint
+from .size import MAX_PEERS, Size
 
 SERVICE_TYPE = "_tfrendezvous._tcp.local."
 PROTOCOL_VERSION = 1
 
 JOB_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
-MAX_EXPECT = 4096
+MAX_EXPECT = MAX_PEERS
 # The longest TXT value shown as it is (the GPUs, the TensorFlow version).
 MAX_SHOWN = 100
 
@@ -51,7 +52,7 @@ class Advert:
 
     peer: Peer
     job: str
-    expect: int
+    expect: Size
     protocol: int = PROTOCOL_VERSION
     phase: Phase = Phase.WAITING
     round: int = 1
@@ -150,7 +151,10 @@ def decode_advert(
         validate_job(job)
     except ValueError as exc:
         raise InvalidAdvert(str(exc)) from None
-    expect = _int(props, "expect", 1, MAX_EXPECT)
+    try:
+        expect = Size.parse(_text(props, "expect"))
+    except ValueError as exc:
+        raise InvalidAdvert(f"TXT key 'expect' {exc}") from None
     port = _int(props, "port", 1, 65535)
     if port != srv_port:
         raise InvalidAdvert(f"TXT port {port} differs from SRV port {srv_port}")

@@ -23,6 +23,7 @@ from typing import Optional, Union
 from ..errors import CoordinatorError, MembershipError, RendezvousError
 from .peer import Peer, describe_peers
 from .round import ROUND_FAILED, Policy
+from .size import Size
 from .tf_config import Membership
 
 # -- what the coordinator says (the Join stream, decoded) -------------------------------
@@ -31,7 +32,7 @@ from .tf_config import Membership
 @dataclass(frozen=True)
 class Waiting:
     joined: tuple[Peer, ...]
-    expect: int
+    expect: Size
 
 
 @dataclass(frozen=True)

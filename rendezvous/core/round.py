@@ -1,12 +1,13 @@
 """The coordinator's state machine for one round, as plain data and small decisions.
 
-    GATHERING --(expect peers joined)--> FROZEN --(all members ready)--> RELEASED
-        ^  |                               |                               |
-        |  +--- join / leave               |                               +--(all exit 0)--> COMPLETED
-        |                                  +--(member left, digest differs)--> ABORTED
-        +--(expect peers joined, their fingerprints differ: preflight)--> ABORTED, final
-        |                                            RELEASED --(a command failed, a member
-        |                                                        was lost or went silent)--> ABORTED
+    GATHERING --(MAX peers joined, or MIN and   --> FROZEN --(all members ready)--> RELEASED
+        ^  |     no change for the settle time)       |                               |
+        |  +--- join / leave                          |                               +--(all exit 0)--> COMPLETED
+        |                                             +--(member left, digest differs)--> ABORTED
+        +--(the frozen members' fingerprints differ: preflight)--> ABORTED, final
+        |                                      RELEASED --(a command failed, a member was lost or
+        |                                                  went silent, a new peer came while
+        |                                                  fewer than MAX run)--> ABORTED
         +-- the next round, once members come back (`newer`)
 
 Each operation returns a `Step`: the next state and the one action the coordinator's
@@ -24,6 +25,7 @@ from typing import Mapping, Optional
 from . import preflight
 from .peer import Peer, describe_peers
 from .preflight import Fingerprint, Mismatch
+from .size import Size
 from .tf_config import Membership
 
 
@@ -80,7 +82,11 @@ class Policy:
 @dataclass(frozen=True)
 class Round:
     job: str
-    expect: int
+    expect: Size
+    # An elastic round (MIN < MAX) with at least MIN peers freezes once the joined list
+    # has not changed for `settle` seconds; `changed` is when it last did.
+    settle: float = 0.0
+    changed: float = 0.0
     number: int = 1
     phase: RoundPhase = RoundPhase.GATHERING
     joined: tuple[Peer, ...] = ()
@@ -101,14 +107,15 @@ class Round:
     refused: bool = False  # aborted by the preflight
 
     def __post_init__(self) -> None:
-        if self.expect < 1:
-            raise ValueError(f"expect must be at least 1, got {self.expect}")
         if self.number < 1:
             raise ValueError(f"round numbers start at 1, got {self.number}")
 
     def next(self, number: Optional[int] = None) -> "Round":
         """A fresh round for the same job (`number`, by default the next one)."""
-        return Round(job=self.job, expect=self.expect, number=number or self.number + 1, policy=self.policy)
+        return Round(
+            job=self.job, expect=self.expect, settle=self.settle, number=number or self.number + 1,
+            policy=self.policy,
+        )
 
     def is_joined(self, node_id: str) -> bool:
         return any(p.node_id == node_id for p in self.joined)
@@ -125,33 +132,29 @@ class Step:
     rejection: Optional[Rejection] = None
 
 
-def _reject(state: Round, reason: RejectReason, message: str) -> Step:
+def reject(state: Round, reason: RejectReason, message: str) -> Step:
+    """Refuse the one peer that asked; the round goes on unchanged."""
     return Step(state, Action.REJECT, Rejection(reason, message))
 
 
-def join(state: Round, peer: Peer, expect: int, fingerprint: Optional[Fingerprint] = None) -> Step:
-    """A peer asks to join. Frozen rounds admit nobody; the expect-th join freezes, unless
-    the preflight refuses the members' differences."""
+def join(state: Round, peer: Peer, expect: Size, now: float, fingerprint: Optional[Fingerprint] = None) -> Step:
+    """A peer asks to join at `now`. The MAX-th join freezes, unless the preflight refuses
+    the members' differences; a frozen round admits nobody, unless it has fewer than MAX
+    members and a restart is left: then it is aborted, and the peer joins the round that
+    follows."""
     if expect != state.expect:
-        return _reject(
+        return reject(
             state,
             RejectReason.EXPECT_MISMATCH,
             f"peer {peer.describe()} runs with --expect {expect}, but the coordinator of job "
             f"{state.job!r} runs with --expect {state.expect}; start every peer with the same value",
         )
     if state.phase is not RoundPhase.GATHERING:
-        members = state.membership.members if state.membership else ()
-        return _reject(
-            state,
-            RejectReason.ALREADY_FROZEN,
-            f"job {state.job!r} round {state.number} is already {state.phase.value} with "
-            f"{len(members)} of {state.expect} peers ({describe_peers(members)}); "
-            f"{peer.describe()} is not a member. Use another --job name, or wait for it to end",
-        )
+        return _join_late(state, peer)
     others = [p for p in state.joined if p.node_id != peer.node_id]
     for other in state.joined:
         if other.node_id == peer.node_id and other != peer:
-            return _reject(
+            return reject(
                 state,
                 RejectReason.DUPLICATE_NODE,
                 f"node id {peer.node_id} already joined from {other.endpoint}, now from "
@@ -161,18 +164,17 @@ def join(state: Round, peer: Peer, expect: int, fingerprint: Optional[Fingerprin
         if other.address == peer.address and (
             other.port == peer.port or other.tf_port == peer.tf_port
         ):
-            return _reject(
+            return reject(
                 state,
                 RejectReason.ENDPOINT_CLASH,
                 f"{peer.describe()} uses the endpoint of {other.describe()}",
             )
     joined = tuple(sorted([*others, peer]))
-    state = replace(state, fingerprints={**state.fingerprints, peer.node_id: fingerprint})
-    if len(joined) < state.expect:
-        return Step(replace(state, joined=joined), Action.BROADCAST_WAITING)
-    membership = Membership.freeze(state.job, state.number, joined)
-    frozen = replace(state, joined=joined, phase=RoundPhase.FROZEN, membership=membership)
-    return check_preflight(frozen)
+    fingerprints = {**state.fingerprints, peer.node_id: fingerprint}
+    gathering = replace(state, joined=joined, changed=now, fingerprints=fingerprints)
+    if len(joined) < state.expect.max:
+        return Step(gathering, Action.BROADCAST_WAITING)
+    return _freeze(gathering)
 
 
 def check_preflight(frozen: Round) -> Step:
@@ -186,13 +188,49 @@ def check_preflight(frozen: Round) -> Step:
     return Step(replace(frozen, warnings=verdict.warning_lines()), Action.BROADCAST_FROZEN)
 
 
-def leave(state: Round, node_id: str) -> Step:
-    """A peer's stream ended. Before the freeze it simply leaves; after it, the round fails."""
+def _join_late(state: Round, peer: Peer) -> Step:
+    """A peer that is not a member asks to join a frozen or running round."""
+    members = state.membership.members if state.membership else ()
+    room = state.phase in (RoundPhase.FROZEN, RoundPhase.RELEASED) and len(members) < state.expect.max
+    if room and not state.member(peer.node_id):
+        if not state.policy.is_final(state.number, ROUND_FAILED):
+            return abort(
+                state,
+                f"{peer.describe()} came while round {state.number} ran with {len(members)} of "
+                f"{state.expect.describe()} peers: the next round admits it",
+            )
+    why = f"no restart is left to admit {peer.describe()}" if room else f"{peer.describe()} is not a member"
+    return reject(
+        state,
+        RejectReason.ALREADY_FROZEN,
+        f"job {state.job!r} round {state.number} is already {state.phase.value} with "
+        f"{len(members)} of {state.expect.describe()} peers ({describe_peers(members)}); {why}. "
+        "Use another --job name, or wait for it to end",
+    )
+
+
+def _freeze(state: Round) -> Step:
+    membership = Membership.freeze(state.job, state.number, state.joined)
+    return check_preflight(replace(state, phase=RoundPhase.FROZEN, membership=membership))
+
+
+def settle(state: Round, now: float) -> Step:
+    """An elastic round with at least MIN peers freezes once nobody came or went for the
+    settle time; call it when that time may have passed."""
+    quiet = now - state.changed >= state.settle
+    if state.phase is RoundPhase.GATHERING and len(state.joined) >= state.expect.min and quiet:
+        return _freeze(state)
+    return Step(state, Action.NOTHING)
+
+
+def leave(state: Round, node_id: str, now: float) -> Step:
+    """A peer's stream ended at `now`. Before the freeze it simply leaves; after it, the
+    round fails."""
     if not state.is_joined(node_id):
         return Step(state, Action.NOTHING)
     if state.phase is RoundPhase.GATHERING:
         joined = tuple(p for p in state.joined if p.node_id != node_id)
-        return Step(replace(state, joined=joined), Action.BROADCAST_WAITING)
+        return Step(replace(state, joined=joined, changed=now), Action.BROADCAST_WAITING)
     peer = state.member(node_id)
     if state.phase is RoundPhase.FROZEN and peer is not None:
         return abort(state, f"member {peer.describe()} left before the start")
@@ -209,7 +247,7 @@ def ready(state: Round, node_id: str, digest: str) -> Step:
     try:
         membership.rank_of(node_id)
     except KeyError:
-        return _reject(state, RejectReason.NOT_A_MEMBER, f"node {node_id} is not a member")
+        return reject(state, RejectReason.NOT_A_MEMBER, f"node {node_id} is not a member")
     if digest != membership.digest:
         return abort(
             state,

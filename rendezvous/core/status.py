@@ -14,6 +14,7 @@ from typing import Any, Mapping, Optional
 from .advert import Phase
 from .peer import Peer
 from .preflight import Fingerprint
+from .size import Size
 from .tf_config import Membership, build_tf_config
 from .view import describe_progress
 
@@ -22,7 +23,7 @@ from .view import describe_progress
 class NodeStatus:
     node: Peer
     job: str
-    expect: int
+    expect: Size
     phase: Phase = Phase.WAITING
     round: int = 1
     # The live peers of the job this node has discovered, itself included, and those it
@@ -71,7 +72,7 @@ class NodeStatus:
 
 
 def _worker(status: NodeStatus) -> str:
-    world = status.membership.world_size if status.membership else status.expect
+    world = status.membership.world_size if status.membership else status.expect.max
     return f"worker {status.rank} of {world}"
 
 
@@ -79,7 +80,7 @@ def status_line(status: NodeStatus) -> str:
     """One short line for systemd's STATUS=: `waiting for peers 1/2`, `round 1, worker 1 of
     2 training`; from round 2 on, waiting says its round too."""
     if status.phase is Phase.WAITING or status.rank is None:
-        waiting = f"waiting for peers {len(status.seen) or 1}/{status.expect}"
+        waiting = f"waiting for peers {status.expect.progress(len(status.seen) or 1)}"
         return waiting if status.round == 1 else f"round {status.round}, {waiting}"
     if status.phase is Phase.FROZEN:
         doing = f"{_worker(status)}: starting"
@@ -116,7 +117,7 @@ def format_duration(seconds: float) -> str:
 
 def _phase_text(status: NodeStatus) -> str:
     if status.phase is Phase.WAITING or status.rank is None:
-        return f"{status.phase.value}: {len(status.seen) or 1} of {status.expect} peers seen"
+        return f"{status.phase.value}: {len(status.seen) or 1} of {status.expect.describe()} peers seen"
     if status.phase is Phase.FINISHED and status.exit_code is not None:
         return f"finished: {_worker(status)}, exit code {status.exit_code}"
     return f"{status.phase.value}: {_worker(status)}"
@@ -181,7 +182,8 @@ def status_to_dict(status: NodeStatus) -> dict[str, Any]:
         "job": status.job,
         "round": status.round,
         "phase": status.phase.value,
-        "expect": status.expect,
+        "expect": status.expect.max,
+        "expect_min": status.expect.min,
         "rank": status.rank,
         "world_size": len(members) or None,
         "coordinator": peer_to_dict(coordinator) if coordinator else None,

@@ -7,6 +7,7 @@ from typing import Mapping, Optional, Sequence, TypeVar
 
 from .advert import Advert, Phase
 from .peer import Peer, describe_peers, elect_coordinator
+from .size import Size
 
 T = TypeVar("T")
 
@@ -113,9 +114,9 @@ class PeerView:
 
     def missing_summary(self) -> str:
         """For the timeout message: who was seen, and how many never appeared."""
-        missing = max(0, self.me.expect - len(self.peers))
+        missing = max(0, self.me.expect.min - len(self.peers))
         return (
-            f"saw {len(self.peers)} of {self.me.expect} peers of job {self.me.job!r}: "
+            f"saw {len(self.peers)} of {self.me.expect.describe()} peers of job {self.me.job!r}: "
             f"{describe_peers(self.peers)}; {missing} never appeared"
         )
 
@@ -126,7 +127,7 @@ def _without(mapping: Mapping[str, T], key: str) -> dict[str, T]:
 
 def describe_progress(
     job: str,
-    expect: int,
+    expect: Size,
     peers: Sequence[Peer],
     coordinator: Optional[Peer] = None,
     unreachable: Sequence[Peer] = (),
@@ -141,4 +142,4 @@ def describe_progress(
         return p.describe() + mark
 
     listed = sorted(peers) + sorted(p for p in unreachable if p not in peers)
-    return f"job {job!r}: {len(peers)}/{expect} peers seen: " + ", ".join(map(name, listed))
+    return f"job {job!r}: {expect.progress(len(peers))} peers seen: " + ", ".join(map(name, listed))

@@ -64,14 +64,16 @@ class Heartbeat(_message.Message):
     def __init__(self) -> None: ...
 
 class JoinRequest(_message.Message):
-    __slots__ = ("peer", "expect", "fingerprint")
+    __slots__ = ("peer", "expect", "fingerprint", "expect_min")
     PEER_FIELD_NUMBER: _ClassVar[int]
     EXPECT_FIELD_NUMBER: _ClassVar[int]
     FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    EXPECT_MIN_FIELD_NUMBER: _ClassVar[int]
     peer: Peer
     expect: int
     fingerprint: Fingerprint
-    def __init__(self, peer: _Optional[_Union[Peer, _Mapping]] = ..., expect: _Optional[int] = ..., fingerprint: _Optional[_Union[Fingerprint, _Mapping]] = ...) -> None: ...
+    expect_min: int
+    def __init__(self, peer: _Optional[_Union[Peer, _Mapping]] = ..., expect: _Optional[int] = ..., fingerprint: _Optional[_Union[Fingerprint, _Mapping]] = ..., expect_min: _Optional[int] = ...) -> None: ...
 
 class Fingerprint(_message.Message):
     __slots__ = ("python", "tensorflow", "gpus", "files")
@@ -133,12 +135,14 @@ class Completed(_message.Message):
     def __init__(self) -> None: ...
 
 class Waiting(_message.Message):
-    __slots__ = ("joined", "expect")
+    __slots__ = ("joined", "expect", "expect_min")
     JOINED_FIELD_NUMBER: _ClassVar[int]
     EXPECT_FIELD_NUMBER: _ClassVar[int]
+    EXPECT_MIN_FIELD_NUMBER: _ClassVar[int]
     joined: _containers.RepeatedCompositeFieldContainer[Peer]
     expect: int
-    def __init__(self, joined: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., expect: _Optional[int] = ...) -> None: ...
+    expect_min: int
+    def __init__(self, joined: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., expect: _Optional[int] = ..., expect_min: _Optional[int] = ...) -> None: ...
 
 class Frozen(_message.Message):
     __slots__ = ("members", "cluster_digest", "warnings")
@@ -209,7 +213,7 @@ class StatusRequest(_message.Message):
     def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("header", "self", "phase", "expect", "coordinator", "members", "tf_config", "rank", "seen", "trainer_pid", "trainer_uptime_seconds", "exit_code", "fingerprint", "tensorflow", "gpus", "preflight")
+    __slots__ = ("header", "self", "phase", "expect", "coordinator", "members", "tf_config", "rank", "seen", "trainer_pid", "trainer_uptime_seconds", "exit_code", "fingerprint", "tensorflow", "gpus", "preflight", "expect_min")
     class TensorflowEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -240,6 +244,7 @@ class StatusResponse(_message.Message):
     TENSORFLOW_FIELD_NUMBER: _ClassVar[int]
     GPUS_FIELD_NUMBER: _ClassVar[int]
     PREFLIGHT_FIELD_NUMBER: _ClassVar[int]
+    EXPECT_MIN_FIELD_NUMBER: _ClassVar[int]
     header: Header
     self: Peer
     phase: str
@@ -256,4 +261,5 @@ class StatusResponse(_message.Message):
     tensorflow: _containers.ScalarMap[str, str]
     gpus: _containers.ScalarMap[str, str]
     preflight: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self_, header: _Optional[_Union[Header, _Mapping]] = ..., self: _Optional[_Union[Peer, _Mapping]] = ..., phase: _Optional[str] = ..., expect: _Optional[int] = ..., coordinator: _Optional[_Union[Peer, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., tf_config: _Optional[str] = ..., rank: _Optional[int] = ..., seen: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., trainer_pid: _Optional[int] = ..., trainer_uptime_seconds: _Optional[float] = ..., exit_code: _Optional[int] = ..., fingerprint: _Optional[_Union[Fingerprint, _Mapping]] = ..., tensorflow: _Optional[_Mapping[str, str]] = ..., gpus: _Optional[_Mapping[str, str]] = ..., preflight: _Optional[_Iterable[str]] = ...) -> None: ...
+    expect_min: int
+    def __init__(self_, header: _Optional[_Union[Header, _Mapping]] = ..., self: _Optional[_Union[Peer, _Mapping]] = ..., phase: _Optional[str] = ..., expect: _Optional[int] = ..., coordinator: _Optional[_Union[Peer, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., tf_config: _Optional[str] = ..., rank: _Optional[int] = ..., seen: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., trainer_pid: _Optional[int] = ..., trainer_uptime_seconds: _Optional[float] = ..., exit_code: _Optional[int] = ..., fingerprint: _Optional[_Union[Fingerprint, _Mapping]] = ..., tensorflow: _Optional[_Mapping[str, str]] = ..., gpus: _Optional[_Mapping[str, str]] = ..., preflight: _Optional[_Iterable[str]] = ..., expect_min: _Optional[int] = ...) -> None: ...

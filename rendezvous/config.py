@@ -47,10 +47,10 @@ class Timings:
     # HTTP/2 keepalive on every Join stream, both ways: a frozen or cut-off peer ends its
     # streams within twice this.
     keepalive: float = 5.0
-    # Failing to reach the coordinator this long leaves it out of the election ...
+    # Failing to reach the coordinator this long leaves it out of the election, until it
+    # announces itself anew or answers a Status call; one is made this often.
     suspect_after: float = 3.0
-    # ... for this long, or until it announces itself again.
-    suspect_for: float = 30.0
+    probe_interval: float = 2.0
     # How long a DNS-SD service may take to resolve.
     resolve_timeout: float = 3.0
     # Re-announcing at once after the release would make N nodes delay each other.

@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from contextlib import aclosing
 from typing import AsyncIterator, Callable, Optional
 
 from .config import JoinConfig
-from .coordinator import JoinSession, SessionLost
+from .coordinator import JoinSession, SessionLost, fetch_status
 from .core import member as machine
 from .core.advert import Phase
 from .core.member import Member, MemberAction, MemberEvent, RoundEnd
 from .core.round import ROUND_FAILED
 from .core.peer import Peer
 from .core.tf_config import Membership, launch_environment
-from .errors import MembershipError
+from .errors import MembershipError, NoDaemonError
 from .launcher import Launcher
 from .resources import Resources, SessionFactory
 
@@ -53,7 +54,7 @@ class Joiner:
         self.session: Optional[JoinSession] = None
         self._beats: Optional[asyncio.Task] = None
         timings = config.timings
-        self.state = Member(res.me, timings.suspect_after, timings.suspect_for)
+        self.state = Member(res.me, timings.suspect_after)
 
     @property
     def _interval(self) -> float:
@@ -63,12 +64,15 @@ class Joiner:
         """Join until the command starts (None), or the round ends before (its end).
         Stays visible a moment after a conflict, so that the peer this node disagrees with
         sees it too and fails alike."""
+        probe = asyncio.create_task(self._probe_suspects(), name="probe-suspects")
         try:
             return await self._join_until_released()
         except MembershipError:
             if self._res.view.conflicts():
                 await asyncio.sleep(self._config.timings.conflict_linger)
             raise
+        finally:
+            probe.cancel()
 
     async def supervise(self) -> RoundEnd:
         """While the command runs: report its end, wait for the round's."""
@@ -124,7 +128,7 @@ class Joiner:
                     return action
                 elif isinstance(action, machine.Rejoin):
                     if action.suspect is not None:
-                        self._suspect(action.suspect, action.until)
+                        self._suspect(action.suspect)
                     return action
                 elif isinstance(action, RoundEnd):
                     return action
@@ -133,8 +137,16 @@ class Joiner:
         raise AssertionError("the event stream ended without an end")  # pragma: no cover
 
     async def _join_and_listen(self, session: JoinSession) -> AsyncIterator[MemberEvent]:
+        # A frozen coordinator accepts the connection and then says nothing: gRPC would
+        # wait for its HTTP/2 handshake for 20 s.
+        join = asyncio.ensure_future(session.join())
+        await asyncio.wait({join}, timeout=self._config.liveness_timeout)
+        if not join.done():
+            join.cancel()
+            yield machine.Lost(f"{session.endpoint} did not take the join within {self._config.liveness_timeout:g} s")
+            return
         try:
-            await session.join()
+            join.result()
         except SessionLost as exc:
             yield machine.Lost(str(exc))
             return
@@ -224,13 +236,27 @@ class Joiner:
         self._launcher.fire(time.time() + delay)
         self._enter(Phase.RUNNING, membership)
 
-    def _suspect(self, peer: Peer, until: float) -> None:
-        timings = self._config.timings
+    def _suspect(self, peer: Peer) -> None:
         log.warning(
             "cannot reach the coordinator %s for %.0f s: it may have stopped without a goodbye; "
-            "electing without it for %.0f s", peer.describe(), timings.suspect_after, timings.suspect_for,
+            "electing without it until it answers", peer.describe(), self._config.timings.suspect_after,
         )
-        self._res.update_view(self._res.view.suspect(peer.node_id, until))
+        self._res.update_view(self._res.view.suspect(peer.node_id, math.inf))
+
+    async def _probe_suspects(self) -> None:
+        """Ask the suspected peers for their Status now and then, all at once: one that
+        answers is a candidate again. A suspicion never lapses by itself, since a node
+        killed without a goodbye stays in mDNS caches for many minutes and each try of it
+        costs every waiting peer seconds."""
+        interval = self._config.timings.probe_interval
+        while True:
+            await asyncio.sleep(interval)
+            suspects = self._res.view.suspected(time.monotonic())
+            answers = await asyncio.gather(*(answers_as(p, interval) for p in suspects))
+            for peer, answered in zip(suspects, answers):
+                if answered:
+                    log.info("%s answers again: it is a candidate again", peer.describe())
+                    self._res.update_view(self._res.view.trust(peer.node_id))
 
     async def _view_change_or(self, seconds: float) -> None:
         # Not wait_for: on Python < 3.12 it can swallow a cancellation that arrives as the
@@ -240,3 +266,12 @@ class Joiner:
             await asyncio.wait({changed}, timeout=seconds)
         finally:
             changed.cancel()
+
+
+async def answers_as(peer: Peer, timeout: float) -> bool:
+    """Whether the daemon at `peer`'s endpoint answers, as that very node."""
+    try:
+        status = await fetch_status(peer.endpoint, timeout)
+    except NoDaemonError:
+        return False
+    return status.node.node_id == peer.node_id

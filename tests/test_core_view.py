@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import dataclasses
 import ipaddress
 
@@ -324,3 +325,12 @@ def test_a_frozen_advert_of_a_round_others_moved_on_from_is_stale():
     running = dataclasses.replace(HIGH, phase=Phase.RUNNING, coordinator=HIGH.peer.endpoint, round=1)
     assert view(running).target(0.0).peer == HIGH.peer
     assert view(running, dataclasses.replace(LOW, round=2)).target(0.0).peer == LOW.peer
+
+
+def test_a_suspicion_lasts_until_the_peer_is_trusted_again():
+    v = view(LOW, HIGH).suspect(LOW.node_id, until=math.inf)
+    assert v.is_suspected(LOW.node_id, 1e12)
+    trusted = v.trust(LOW.node_id)
+    assert not trusted.is_suspected(LOW.node_id, 0.0)
+    assert trusted.target(0.0).peer == LOW.peer
+    assert trusted.trust(LOW.node_id) is trusted

@@ -1,5 +1,6 @@
 """Restart rounds with real `rendezvous join` processes on 127.0.0.x: a command killed or
-stopped, a daemon killed, exit codes no restart can fix, restarts running out."""
+stopped, a daemon killed, exit codes no restart can fix, restarts running out, and elastic
+jobs (--expect MIN:MAX) that shrink and grow."""
 
 from __future__ import annotations
 
@@ -27,10 +28,10 @@ def job() -> str:
     return f"r-{secrets.token_hex(4)}"
 
 
-def start(tmp_path: Path, job: str, mode: str, address: str, options=(), name=None):
+def start(tmp_path: Path, job: str, mode: str, address: str, options=(), name=None, expect="3"):
     out = tmp_path / "out"
     out.mkdir(exist_ok=True)
-    argv = join_argv(3, job, out, address=address, options=[*FAST, *options],
+    argv = join_argv(expect, job, out, address=address, options=[*FAST, *options],
                      command=[sys.executable, str(COMMAND), str(out), mode])
     return start_peer(argv, tmp_path, name or f"peer-{address}")
 
@@ -147,3 +148,82 @@ def test_a_frozen_daemon_fails_the_round_and_rejoins_when_it_thaws(tmp_path, job
     # the frozen node is named
     assert "round 1 ended" in peers[0].log and f"{ADDRESSES[2]} (" in peers[0].log, peers[0].log
     assert len(wait_for_starts(tmp_path, 2, 3)) == 3
+
+
+# -- elastic size ---------------------------------------------------------------------------
+
+ELASTIC = ["--settle", "0.5"]
+
+
+def test_an_elastic_job_starts_with_min_after_the_settle_time_and_a_newcomer_restarts_it_larger(tmp_path, job):
+    """--expect 2:3: two peers start alone once nobody else came for the settle time; a
+    third that comes while they run is admitted by a restart, and round 2 runs with 3."""
+    pair = [start(tmp_path, job, "hang-first-round", a, ELASTIC, expect="2:3") for a in ADDRESSES[:2]]
+    first = wait_for_starts(tmp_path, 1, 2)
+    assert [r["world"] for r in first] == [2, 2]
+    late = start(tmp_path, job, "hang-first-round", ADDRESSES[2], ELASTIC, expect="2:3")
+    for peer in [*pair, late]:
+        assert peer.wait() == 0, peer.log
+    second = wait_for_starts(tmp_path, 2, 3)
+    assert [r["world"] for r in second] == [3, 3, 3]
+    assert [r["restarts"] for r in second] == [1, 1, 1]
+    assert all(r["tf_config"]["cluster"] == second[0]["tf_config"]["cluster"] for r in second)
+    assert f"{ADDRESSES[2]} (" in pair[0].log and "the next round admits it" in pair[0].log, pair[0].log
+    for record in first:
+        wait_gone(record["pid"])
+
+
+def test_an_elastic_job_goes_on_without_a_node_lost_for_good(tmp_path, job):
+    """--expect 2:3 and one daemon killed for good: the next round forms with the two
+    others after the settle time, and the job finishes."""
+    peers = [start(tmp_path, job, "hang-first-round", a, ELASTIC, expect="2:3") for a in ADDRESSES]
+    first = wait_for_starts(tmp_path, 1, 3)
+    peers[2].proc.kill()
+    peers[2].wait()
+    for peer in peers[:2]:
+        assert peer.wait() == 0, peer.log
+    second = wait_for_starts(tmp_path, 2, 2)
+    assert [r["world"] for r in second] == [2, 2]
+    assert {w for r in second for w in r["tf_config"]["cluster"]["worker"]} == {
+        w for w in first[0]["tf_config"]["cluster"]["worker"] if not w.startswith(ADDRESSES[2] + ":")
+    }
+
+
+def test_with_no_restart_left_a_newcomer_is_refused_and_the_job_runs_on(tmp_path, job):
+    options = [*ELASTIC, "--max-restarts", "0"]
+    pair = [start(tmp_path, job, "hang-first-round", a, options, expect="2:3") for a in ADDRESSES[:2]]
+    first = wait_for_starts(tmp_path, 1, 2)
+    late = start(tmp_path, job, "hang-first-round", ADDRESSES[2], options, expect="2:3")
+    assert late.wait() == 4, late.log
+    assert "no restart is left to admit" in late.log, late.log
+    assert all(alive(r["pid"]) for r in first) and all(p.proc.poll() is None for p in pair)
+    for peer in pair:
+        peer.proc.terminate()
+        peer.wait()
+
+
+# -- suspicion before the freeze ------------------------------------------------------------
+
+
+def wait_for_log(peer, text: str, timeout: float = 15) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in peer.log:
+        assert time.monotonic() < deadline and peer.proc.poll() is None, peer.log
+        time.sleep(0.05)
+
+
+def test_a_suspected_coordinator_is_trusted_again_as_soon_as_it_answers(tmp_path, job):
+    """A coordinator that cannot be reached (here: frozen) is left out of the election; once
+    it answers a probe it is a candidate again at once, not after a fixed time."""
+    options = ["--timeout", "20"]
+    low, mid = (start(tmp_path, job, "fail:0", a, options) for a in ADDRESSES[:2])
+    wait_for_log(mid, "2/3 peers seen")
+    low.proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_for_log(mid, "electing without it until it answers")
+    finally:
+        low.proc.send_signal(signal.SIGCONT)
+    high = start(tmp_path, job, "fail:0", ADDRESSES[2], options)
+    for peer in (low, mid, high):
+        assert peer.wait() == 0, peer.log
+    assert f"{ADDRESSES[0]} (" in mid.log and "answers again" in mid.log, mid.log

@@ -137,10 +137,9 @@ class Start:
 @dataclass(frozen=True)
 class Rejoin:
     """Close this stream and join whomever the view names now; first leave `suspect` out
-    of the election until `until`, when it is set."""
+    of the election, when it is set."""
 
     suspect: Optional[Peer] = None
-    until: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -188,13 +187,13 @@ class Member:
 
     `target` is the coordinator of the open stream. `failing` remembers since when this
     node has been unable to reach an endpoint: after `suspect_after` seconds of that, the
-    coordinator is left out of the election for `suspect_for` seconds, because a node
-    killed without a goodbye stays in every mDNS cache for many minutes.
+    coordinator is left out of the election until it proves to be alive (it answers, or
+    announces itself anew), because a node killed without a goodbye stays in every mDNS
+    cache for many minutes.
     """
 
     me: Peer
     suspect_after: float
-    suspect_for: float
     target: Optional[Peer] = None
     endpoint: str = ""
     phase: MemberPhase = MemberPhase.JOINING
@@ -315,7 +314,7 @@ def _on_lost(state: Member, event: Lost, now: float) -> Step:
     peer = state.target
     if now - since < state.suspect_after or peer is None or peer.node_id == state.me.node_id:
         return Step(state, Rejoin())
-    return Step(replace(state, failing=None), Rejoin(suspect=peer, until=now + state.suspect_for))
+    return Step(replace(state, failing=None), Rejoin(suspect=peer))
 
 
 def _on_target_changed(state: Member, event: TargetChanged) -> Step:

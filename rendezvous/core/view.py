@@ -60,6 +60,12 @@ class PeerView:
             return self
         return replace(self, unreachable={**self.unreachable, node_id: until})
 
+    def trust(self, node_id: str) -> "PeerView":
+        """A suspected peer answered: a candidate again."""
+        if node_id not in self.unreachable:
+            return self
+        return replace(self, unreachable=_without(self.unreachable, node_id))
+
     def is_suspected(self, node_id: str, now: float) -> bool:
         return self.unreachable.get(node_id, now) > now
 

@@ -773,3 +773,12 @@ def test_an_elastic_size_must_match_exactly():
 def test_the_next_round_keeps_size_and_settle_time():
     nxt = elastic_round(A, settle_for=7.5).next()
     assert (nxt.expect, nxt.settle, nxt.joined) == (ELASTIC, 7.5, ())
+
+
+def test_a_lost_member_that_shares_its_address_hints_at_two_hosts_with_one_address():
+    twin = peer("10.0.0.10", "ffffffff", port=7001, tf_port=9001)
+    state = gather(Round(job="job", expect=Size.fixed(3)), A, B, twin)
+    reason = leave(state, B.node_id, 0.0).state.abort_reason
+    assert "10.0.0.10 is the address of more than one member" in reason
+    assert "two hosts are configured with the same address" in reason
+    assert "more than one member" not in leave(state, A.node_id, 0.0).state.abort_reason

@@ -84,3 +84,20 @@ def test_a_host_whose_link_goes_down_fails_the_round_and_rejoins_when_it_is_back
     assert "round 1 ended" in peers[0].log and f"{cut.address} (" in peers[0].log, peers[0].log
     assert "round 1 ended: lost the coordinator" in peers[2].log, peers[2].log
     assert len(wait_for_starts(tmp_path, 2, 3)) == 3
+
+
+def test_two_hosts_with_the_same_address_are_named(make_network, tmp_path):
+    """A copy-pasted --address: the two hosts break each other's connections, and the
+    coordinator's reason for ending the round says what may be wrong."""
+    net = make_network(3)
+    twin, original = net.hosts[2], net.hosts[1]
+    twin.run(["ip", "addr", "flush", "dev", twin.interface], check=True)
+    twin.run(["ip", "addr", "add", f"{original.address}/24", "dev", twin.interface], check=True)
+    job = f"n-{secrets.token_hex(4)}"
+    peers = [
+        start_peer(join_argv(3, job, tmp_path, options=["--timeout", "8"]), tmp_path, h.name, popen=h.popen)
+        for h in net.hosts
+    ]
+    for peer in peers:
+        assert peer.wait(timeout=30) != 0, peer.log
+    assert "two hosts are configured with the same address" in peers[0].log, peers[0].log

@@ -233,10 +233,20 @@ def leave(state: Round, node_id: str, now: float) -> Step:
         return Step(replace(state, joined=joined, changed=now), Action.BROADCAST_WAITING)
     peer = state.member(node_id)
     if state.phase is RoundPhase.FROZEN and peer is not None:
-        return abort(state, f"member {peer.describe()} left before the start")
+        return abort(state, f"member {peer.describe()} left before the start{_twins(state, peer)}")
     if state.phase is RoundPhase.RELEASED and peer is not None and node_id not in state.succeeded:
-        return abort(state, f"{peer.describe()}: its rendezvous daemon was lost (stream closed)")
+        return abort(state, f"{peer.describe()}: its rendezvous daemon was lost (stream closed){_twins(state, peer)}")
     return Step(state, Action.NOTHING)
+
+
+def _twins(state: Round, peer: Peer) -> str:
+    """A hint when a lost member shares its address with another member: two hosts given
+    the same address break each other's connections, and that is how it shows."""
+    members = state.membership.members if state.membership else ()
+    if not any(p.address == peer.address and p.node_id != peer.node_id for p in members):
+        return ""
+    return (f" ({peer.address} is the address of more than one member: if they are not on one "
+            "host, two hosts are configured with the same address)")
 
 
 def ready(state: Round, node_id: str, digest: str) -> Step:

@@ -1,18 +1,21 @@
-"""How fast a job notices a fault and runs again: `rendezvous join` x N on loopback.
+"""How fast a job notices a fault and runs again: `rendezvous join` x N, one per network
+namespace (needs root), so that a host's link can be cut.
 
 For each fault kind, N nodes start a command that records when it started (a fork of
 `date`, exec'd into `sleep` in round 1, exiting 0 in round 2). The fault is made at a
-known instant; the figures are
+known instant on the node with the highest address (never the coordinator); the figures are
 
     stopped  fault -> every other node's round-1 command has exited
     running  fault -> every node's round-2 command has started
 
-Faults: `command` (kill -9 of one node's command), `daemon` (kill -9 of a member's
-daemon, started again at once, as systemd would), `stopped-command` (SIGSTOP of one
-command), `frozen` (SIGSTOP of a member's daemon for good: with --expect N the next round
-waits for it, so only `stopped` is measured).
+Faults: `command` (kill -9 of one node's command), `daemon` (kill -9 of a member's daemon,
+started again at once, as systemd would), `stopped-command` (SIGSTOP of one command),
+`frozen` (SIGSTOP of a member's daemon for good: with --expect N the next round waits for
+it, so only `stopped` is measured), `link-down` (the host's link cut; put back once the
+others have stopped), `lost-elastic` (the link cut for good, with --expect N-1:N: the next
+round forms without it after --settle).
 
-    python bench/restart_bench.py [--nodes 3] [--runs 5] [--liveness 5]
+    python bench/restart_bench.py [--nodes 3] [--runs 5] [--liveness 5] [--settle 3]
 """
 
 from __future__ import annotations
@@ -28,20 +31,27 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from netns import Network  # noqa: E402
+
 SCRIPT = (
     'date +%s.%N > "$OUT/$RENDEZVOUS_NODE_ID-$RENDEZVOUS_ROUND.start"; '
     'echo $$ > "$OUT/$RENDEZVOUS_NODE_ID-$RENDEZVOUS_ROUND.pid"; '
     '[ "$RENDEZVOUS_ROUND" = 1 ] && exec sleep 300; exit 0'
 )
-FAULTS = ("command", "daemon", "stopped-command", "frozen")
+FAULTS = ("command", "daemon", "stopped-command", "frozen", "link-down", "lost-elastic")
 
 
-def start_node(address: str, job: str, nodes: int, out: Path, liveness: float) -> subprocess.Popen:
-    argv = [sys.executable, "-m", "rendezvous", "join", "--expect", str(nodes), "--job", job,
-            "--address", address, "--liveness-timeout", str(liveness), "--timeout", "120",
+def start_node(host, job: str, expect: str, out: Path, liveness: float, settle: float) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "rendezvous", "join", "--expect", expect, "--job", job,
+            "--liveness-timeout", str(liveness), "--settle", str(settle), "--timeout", "120",
             "--stop-grace", "2", "-q", "--", "sh", "-c", SCRIPT]
-    return subprocess.Popen(argv, env={**os.environ, "OUT": str(out)}, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    return host.popen(argv, env={**os.environ, "OUT": str(out)}, stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def set_link(host, state: str) -> None:
+    host.run(["ip", "link", "set", host.interface, state], check=True)
 
 
 def wait_for(predicate, timeout: float = 60.0) -> float:
@@ -85,12 +95,13 @@ def alive(pid: int) -> bool:
         return False
 
 
-def one_run(fault: str, nodes: int, liveness: float) -> tuple[float, float | None]:
+def one_run(fault: str, hosts: list, liveness: float, settle: float) -> tuple[float, float | None]:
     job = f"bench-{secrets.token_hex(4)}"
-    addresses = [f"127.0.0.{20 + i}" for i in range(nodes)]
+    nodes = len(hosts)
+    expect = f"{nodes - 1}:{nodes}" if fault == "lost-elastic" else str(nodes)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
-        procs = [start_node(a, job, nodes, out, liveness) for a in addresses]
+        procs = [start_node(h, job, expect, out, liveness, settle) for h in hosts]
         try:
             wait_for(lambda: len(pids(out, 1)) == nodes and len(starts(out, 1)) == nodes)
             commands = list(pids(out, 1).values())
@@ -104,16 +115,22 @@ def one_run(fault: str, nodes: int, liveness: float) -> tuple[float, float | Non
             elif fault == "daemon":
                 victim_node.kill()
                 victim_node.wait()
-                procs[-1] = start_node(addresses[-1], job, nodes, out, liveness)
+                procs[-1] = start_node(hosts[-1], job, expect, out, liveness, settle)
             elif fault == "frozen":
                 victim_node.send_signal(signal.SIGSTOP)
+            elif fault in ("link-down", "lost-elastic"):
+                set_link(hosts[-1], "down")
             others = [p for p in commands if p != victim_cmd]
             stopped = wait_for(lambda: not any(alive(p) for p in others)) - fault_at
             if fault == "frozen":
                 return stopped, None
-            wait_for(lambda: len(starts(out, 2)) == nodes)
+            if fault == "link-down":
+                set_link(hosts[-1], "up")
+            expected = nodes - 1 if fault == "lost-elastic" else nodes
+            wait_for(lambda: len(starts(out, 2)) == expected)
             return stopped, max(starts(out, 2)) - fault_at
         finally:
+            set_link(hosts[-1], "up")
             for p in procs:
                 p.send_signal(signal.SIGCONT)
                 p.kill()
@@ -125,12 +142,14 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=3)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--liveness", type=float, default=5.0)
+    parser.add_argument("--settle", type=float, default=3.0)
     parser.add_argument("--faults", default=",".join(FAULTS))
     args = parser.parse_args()
     print(f"| fault | N | fault -> others stopped (median, min-max) | fault -> all running again |")
     print("|---|---:|---:|---:|")
     for fault in args.faults.split(","):
-        results = [one_run(fault, args.nodes, args.liveness) for _ in range(args.runs)]
+        with Network(args.nodes) as net:
+            results = [one_run(fault, net.hosts, args.liveness, args.settle) for _ in range(args.runs)]
         stopped = [r[0] for r in results]
         running = [r[1] for r in results if r[1] is not None]
         def fmt(xs):

@@ -334,3 +334,11 @@ def test_a_suspicion_lasts_until_the_peer_is_trusted_again():
     assert not trusted.is_suspected(LOW.node_id, 0.0)
     assert trusted.target(0.0).peer == LOW.peer
     assert trusted.trust(LOW.node_id) is trusted
+
+
+def test_the_timeout_summary_names_an_address_shared_by_two_nodes():
+    twin = advert("10.0.0.9", "eeeeeeee", port=7001)
+    summary = view(LOW, twin).missing_summary()
+    assert "10.0.0.9 is the address of 2 nodes" in summary
+    assert "two hosts are configured with the same address" in summary
+    assert "same address" not in view(LOW, HIGH).missing_summary()

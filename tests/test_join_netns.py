@@ -94,9 +94,10 @@ def test_two_hosts_with_the_same_address_are_named(make_network, tmp_path):
     twin.run(["ip", "addr", "flush", "dev", twin.interface], check=True)
     twin.run(["ip", "addr", "add", f"{original.address}/24", "dev", twin.interface], check=True)
     job = f"n-{secrets.token_hex(4)}"
+    # the twins wait longer, so that the first host still sees both when it gives up
     peers = [
-        start_peer(join_argv(3, job, tmp_path, options=["--timeout", "8"]), tmp_path, h.name, popen=h.popen)
-        for h in net.hosts
+        start_peer(join_argv(3, job, tmp_path, options=["--timeout", timeout]), tmp_path, h.name, popen=h.popen)
+        for h, timeout in zip(net.hosts, ["6", "12", "12"])
     ]
     for peer in peers:
         assert peer.wait(timeout=30) != 0, peer.log

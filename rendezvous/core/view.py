@@ -121,9 +121,15 @@ class PeerView:
     def missing_summary(self) -> str:
         """For the timeout message: who was seen, and how many never appeared."""
         missing = max(0, self.me.expect.min - len(self.peers))
+        addresses = [p.address for p in self.peers]
+        shared = sorted({a for a in addresses if addresses.count(a) > 1})
+        twins = "".join(
+            f"; {a} is the address of {addresses.count(a)} nodes: if they are not on one host, two "
+            "hosts are configured with the same address" for a in shared
+        )
         return (
             f"saw {len(self.peers)} of {self.me.expect.describe()} peers of job {self.me.job!r}: "
-            f"{describe_peers(self.peers)}; {missing} never appeared"
+            f"{describe_peers(self.peers)}; {missing} never appeared{twins}"
         )
 
 

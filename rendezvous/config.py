@@ -67,6 +67,12 @@ class Timings:
     # How long the coordinator keeps a stream open after its last message (an abort, the
     # end of the job, a redirect), for the peer to read it and close its side first.
     end_grace: float = 2.0
+    # How often the command's progress file is read, and how often at most its progress
+    # goes to the coordinator.
+    progress_poll: float = 0.5
+    progress_send: float = 1.0
+    # A member lagging the others' median progress this long is marked a straggler.
+    straggler_after: float = 60.0
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -34,6 +34,7 @@ from .errors import JobFailed, RendezvousTimeout
 from .fingerprint import take_fingerprint
 from .joining import Joiner
 from .launcher import Launcher
+from .metrics import start_metrics
 from .report import Reporter
 from .resources import Resources, SessionFactory, bind_resources
 
@@ -128,13 +129,17 @@ class Node:
                 self.config, self.node_id, self._make_discovery, self._on_discovery, self.status,
                 lambda: self.reporter.update(self.status()), fingerprint,
             )
+            metrics = None
             try:
+                metrics = start_metrics(self.config.metrics_port, str(self._res.me.address), self.status)
                 await self._res.start(self.config)
                 self.reporter.ready()
                 self.reporter.update(self.status())
                 return await self._rounds()
             finally:
                 await self._shutdown()
+                if metrics is not None:
+                    metrics.close()
         finally:
             for signum in STOP_SIGNALS:
                 loop.remove_signal_handler(signum)

@@ -130,6 +130,8 @@ def status_to_pb(status: NodeStatus) -> pb.StatusResponse:
         response.fingerprint.CopyFrom(fingerprint_to_pb(status.fingerprint))
     if coordinator is not None:
         response.coordinator.CopyFrom(peer_to_pb(coordinator))
+    if status.progress is not None:
+        response.progress.CopyFrom(progress_to_pb(status.progress))
     return response
 
 
@@ -154,6 +156,7 @@ def status_from_pb(message: pb.StatusResponse) -> NodeStatus:
         tensorflow=dict(message.tensorflow),
         gpus=dict(message.gpus),
         preflight=tuple(message.preflight),
+        progress=progress_from_pb(message.progress) if message.HasField("progress") else None,
     )
 
 

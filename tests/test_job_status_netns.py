@@ -4,18 +4,16 @@ hosts in network namespaces. (The same with the bundled trainer: test_training_r
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import secrets
 import signal
-import subprocess
 import sys
 import time
 
 import pytest
 
-from peers import join_argv, start_peer
+from peers import job_status, join_argv, start_peer, wait_for_job
 
 pytestmark = pytest.mark.netns
 
@@ -71,28 +69,6 @@ def stop(peers):
             peer.proc.send_signal(signal.SIGTERM)
     for peer in peers:
         peer.wait(timeout=30)
-
-
-def job_status(host, job, *args, check=True):
-    result = host.run(
-        [sys.executable, "-m", "rendezvous", "status", "--job", job, "--timeout", "5", *args],
-        capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
-    )
-    if result.returncode != 0 and not check:
-        return None
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout) if "--json" in args else result.stdout
-
-
-def wait_for_job(host, job, ready, timeout=30):
-    """`status --job --json` until `ready(status)` holds (nobody answering: not yet); that status."""
-    deadline = time.monotonic() + timeout
-    while True:
-        status = job_status(host, job, "--json", check=False)
-        if status is not None and ready(status):
-            return status
-        assert time.monotonic() < deadline, status
-        time.sleep(0.3)
 
 
 def epochs(status):

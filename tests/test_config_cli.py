@@ -505,3 +505,14 @@ def test_allow_mismatch_of_an_unknown_kind_exits_2_naming_the_kinds():
     result = rendezvous("join", "--expect", "2", "--allow-mismatch", "gpu-count")
     assert result.returncode == 2, result
     assert "--allow-mismatch must name kinds from tensorflow-patch, python, gpu-model, same-file" in result.stderr
+
+
+def test_status_watch_needs_a_job(tmp_path):
+    result = look("status", "--watch", tmp_path=tmp_path)
+    assert result.returncode == 2 and "--watch needs --job NAME" in result.stderr
+
+
+def test_status_of_a_job_nobody_runs_exits_7(tmp_path):
+    result = look("status", "--job", "nobody-runs-this", "--timeout", "0.5", "--address", "127.0.0.1", tmp_path=tmp_path)
+    assert result.returncode == 7 and result.stdout == ""
+    assert result.stderr == "rendezvous: error: no node of job 'nobody-runs-this' answered on 127.0.0.1 within 0.5s\n"

@@ -5,9 +5,11 @@ hosts in network namespaces. (The same with the bundled trainer: test_training_r
 from __future__ import annotations
 
 import os
+import json
 import re
 import secrets
 import signal
+import subprocess
 import sys
 import time
 
@@ -101,6 +103,17 @@ def test_the_whole_job_from_a_host_outside_it(make_network, tmp_path):
         # junk, a huge (cut) line and a bad value: one warning, the good lines still count
         assert peers[1].log.count("such lines are ignored") == 1, peers[1].log
         assert "such lines are ignored" not in peers[0].log
+
+        watch = outsider.popen(
+            [sys.executable, "-m", "rendezvous", "status", "--job", job, "--json", "--watch"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        time.sleep(3.5)
+        watch.send_signal(signal.SIGINT)
+        out, err = watch.communicate(timeout=10)
+        seen = [json.loads(line) for line in out.splitlines()]  # not a terminal: one line each second
+        assert len(seen) >= 2 and watch.returncode == 130, err
+        assert epochs(seen[-1])[0] > epochs(seen[0])[0]
 
         table = job_status(outsider, job)
         assert table.startswith(f"job {job}: round 1 (released), 3 of 3 members, 0 restarts, coordinator {net.hosts[0].address}:")

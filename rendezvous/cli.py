@@ -79,7 +79,18 @@ GROUPS = {
 STATUS_EXIT_CODES = f"""\
 exit status:
   0    every daemon found answered
-  {NoDaemonError.exit_code}    no daemon runs here (of JOB), or one did not answer
+  {NoDaemonError.exit_code}    no daemon runs here (of JOB), or one did not answer; with --job: no node
+       of JOB was heard on the network, or its coordinator did not answer
+"""
+
+STATUS_DESCRIPTION = """\
+Without --job: ask each rendezvous daemon running on this machine for its phase, job,
+round, member list with ranks, coordinator, TF_CONFIG and trainer.
+
+With --job NAME: find the job's coordinator on the network (from any host, member or
+not) and show the whole job: every member's address, node id, rank, phase, round,
+command uptime, exit code and latest training progress (stragglers marked), the job's
+round, restart count and why the last round ended.
 """
 
 
@@ -188,16 +199,22 @@ def build_parser() -> argparse.ArgumentParser:
     status = commands.add_parser(
         "status",
         parents=[output],
-        help="show what the rendezvous daemons on this machine are doing",
-        description="Ask each rendezvous daemon running on this machine for its phase, job, "
-                    "round, member list with ranks, coordinator, TF_CONFIG and trainer.",
+        help="show what the rendezvous daemons on this machine, or a whole job, are doing",
+        description=STATUS_DESCRIPTION,
         epilog=STATUS_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    status.add_argument("--job", metavar="NAME", help="only the daemon of this job")
-    status.add_argument("--json", action="store_true", help="a JSON list, one object per daemon, for scripts")
+    status.add_argument("--job", metavar="NAME", help="the whole job NAME, asked of its coordinator")
+    status.add_argument("--local", action="store_true",
+                        help="with --job: only this machine's daemon of the job, as without --job")
+    status.add_argument("--json", action="store_true",
+                        help="JSON for scripts: a list, one object per daemon; with --job one object")
+    status.add_argument("--watch", action="store_true",
+                        help="with --job: show it again every second (in place on a terminal) until Ctrl-C")
     status.add_argument("--timeout", type=_seconds, default=3.0, metavar="SECONDS",
-                        help="how long to wait for each daemon's answer (default: 3)")
+                        help="how long to wait for each daemon's answer, and with --job to hear "
+                             "the job's nodes (default: 3)")
+    _add_address_options(status.add_argument_group("network (with --job)"))
     return parser
 
 
@@ -250,7 +267,7 @@ def _join(args: argparse.Namespace, command: Sequence[str]) -> int:
 
 def _look(args: argparse.Namespace) -> int:
     from .console import setup_logging
-    from .show import list_peers, show_status
+    from .show import list_peers, show_job, show_status
 
     try:
         # The same checks as for join: -vvv is an error, not -vv.
@@ -263,6 +280,9 @@ def _look(args: argparse.Namespace) -> int:
     try:
         if args.subcommand == "peers":
             print(list_peers(args.seconds, args.address, args.interface, args.job, args.json))
+            return 0
+        if args.job is not None and not args.local:
+            show_job(args.job, args.address, args.interface, args.timeout, args.json, args.watch)
             return 0
         text, errors = show_status(args.job, args.timeout, args.json)
         print(text)
@@ -292,6 +312,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _join(args, command)
     if command:
         subparser.error(f"{args.subcommand} takes no command after --")
+    if args.subcommand == "status" and args.watch and (args.job is None or args.local):
+        subparser.error("--watch needs --job NAME (and no --local)")
     return _look(args)
 
 

@@ -68,6 +68,12 @@ class Timings:
     # How long the coordinator keeps a stream open after its last message (an abort, the
     # end of the job, a redirect), for the peer to read it and close its side first.
     end_grace: float = 2.0
+    # How often the command's progress file is read, and how often at most its progress
+    # goes to the coordinator.
+    progress_poll: float = 0.5
+    progress_send: float = 1.0
+    # A member lagging the others' median progress this long is marked a straggler.
+    straggler_after: float = 60.0
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -146,6 +152,12 @@ def _port_problem(value: object) -> Optional[str]:
     if _is_whole(value) and 0 <= value <= 65535:  # type: ignore[operator]
         return None
     return f"must be from 0 (any free port) to 65535, got {value!r}"
+
+
+def _metrics_port_problem(value: object) -> Optional[str]:
+    if value is None or (_is_whole(value) and 1 <= value <= 65535):  # type: ignore[operator]
+        return None
+    return f"must be a port from 1 to 65535, got {value!r}"
 
 
 def _timeout_problem(value: object) -> Optional[str]:
@@ -364,6 +376,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("tf_port", Kind.WHOLE, _port_problem, 0, group="network", metavar="PORT",
            help="port for this node's TensorFlow worker (default: a free port, checked on "
                 "all interfaces as TensorFlow listens on all of them)"),
+    Option("metrics_port", Kind.WHOLE, _metrics_port_problem, None, group="network", metavar="PORT",
+           help="serve Prometheus metrics (phase, round, restarts, members, command uptime and "
+                "exit code, training progress) at http://ADDRESS:PORT/metrics on this node's "
+                "address (default: off)"),
     Option("stop_grace", Kind.SECONDS, _grace_problem, 10.0, group="launch", metavar="SECONDS",
            help="when the command is stopped (SIGINT/SIGTERM, an aborted round), time it gets "
                 "between SIGTERM and SIGKILL (default: 10)"),

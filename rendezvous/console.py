@@ -22,7 +22,7 @@ from typing import IO, Callable, Optional
 
 from .config import LogConfig
 from .core.advert import Phase
-from .core.status import NodeStatus, progress_line
+from .core.status import NodeStatus, progress_line, status_line
 from .report import Reporter
 
 log = logging.getLogger(__name__)
@@ -120,7 +120,8 @@ class ConsoleHandler(logging.StreamHandler):
 
 class Console(Reporter):
     """Shows the waiting progress: as the live line on a terminal, else as a log line each
-    time it changes. Also tells the JSON formatter the node id and job."""
+    time it changes; on a terminal also the training's progress while the command runs.
+    Also tells the JSON formatter the node id and job."""
 
     def __init__(self, handler: Optional[ConsoleHandler] = None, live: bool = False,
                  context: Optional[dict[str, str]] = None) -> None:
@@ -133,6 +134,10 @@ class Console(Reporter):
     def update(self, status: NodeStatus) -> None:
         self.context["node"] = status.node.node_id
         self.context["job"] = status.job
+        if self.live and status.phase is Phase.RUNNING and status.progress and not self._stopping:
+            assert self.handler is not None
+            self.handler.show(status_line(status))  # the training's progress, below its output
+            return
         if status.phase is not Phase.WAITING or self._stopping:
             self._clear()
             return

@@ -23,9 +23,12 @@ from .core.advert import Phase
 from .core.member import Member, MemberAction, MemberEvent, RoundEnd
 from .core.round import ROUND_FAILED
 from .core.peer import Peer
+from .core.progress import VARIABLE as PROGRESS_VARIABLE
+from .core.progress import Progress
 from .core.tf_config import Membership, launch_environment
 from .errors import MembershipError, NoDaemonError
 from .launcher import Launcher
+from .progress import ProgressFollower, create_progress_file
 from .resources import Resources, SessionFactory
 
 log = logging.getLogger(__name__)
@@ -44,6 +47,7 @@ class Joiner:
         connect: SessionFactory,
         enter: Callable[[Phase, Optional[Membership]], None],
         round: int = 1,
+        on_progress: Callable[[Progress], None] = lambda progress: None,
     ) -> None:
         self._config = config
         self._res = res
@@ -53,6 +57,10 @@ class Joiner:
         self._round = round
         self.session: Optional[JoinSession] = None
         self._beats: Optional[asyncio.Task] = None
+        self._on_progress = on_progress
+        self._follower: Optional[ProgressFollower] = None
+        self._progressed = asyncio.Event()
+        self._sender: Optional[asyncio.Task] = None
         timings = config.timings
         self.state = Member(res.me, timings.suspect_after)
 
@@ -85,9 +93,16 @@ class Joiner:
         assert isinstance(action, RoundEnd)
         return action
 
+    @property
+    def progress(self) -> Optional[Progress]:
+        return self._follower.latest if self._follower else None
+
     async def close(self) -> None:
-        if self._beats is not None:
-            self._beats.cancel()
+        for task in (self._beats, self._sender):
+            if task is not None:
+                task.cancel()
+        if self._follower is not None:
+            await self._follower.close()
         if self.session is not None:
             await self.session.close()
             self.session = None
@@ -206,6 +221,11 @@ class Joiner:
         """Arm the command with its environment, then confirm the list by its digest."""
         node_id = self._res.me.node_id
         env = launch_environment(membership, node_id)
+        if self._follower is None:
+            registration = self._res.registration
+            path = create_progress_file(registration.parent if registration else None, node_id)
+            self._follower = ProgressFollower(path, self._config.timings.progress_poll, self._progressed_to)
+        env[PROGRESS_VARIABLE] = str(self._follower.path)
         log.info(
             "round %d frozen: worker %d of %d, coordinator %s, TF_CONFIG=%s",
             membership.round, membership.rank_of(node_id), membership.world_size,
@@ -235,6 +255,26 @@ class Joiner:
         # of the start instant.
         self._launcher.fire(time.time() + delay)
         self._enter(Phase.RUNNING, membership)
+        if self._follower is not None:
+            self._follower.start()
+            self._sender = asyncio.create_task(self._send_progress(), name="send-progress")
+
+    def _progressed_to(self, progress: Progress) -> None:
+        self._progressed.set()
+        self._on_progress(progress)
+
+    async def _send_progress(self) -> None:
+        """The latest progress to the coordinator, at most once per `progress_send`."""
+        while True:
+            await self._progressed.wait()
+            self._progressed.clear()
+            if self.session is None or self.progress is None:
+                return
+            try:
+                await self.session.progress(self.progress)
+            except SessionLost:
+                return  # the read side reports the lost coordinator
+            await asyncio.sleep(self._config.timings.progress_send)
 
     def _suspect(self, peer: Peer) -> None:
         log.warning(

@@ -34,6 +34,7 @@ from .errors import JobFailed, RendezvousTimeout
 from .fingerprint import take_fingerprint
 from .joining import Joiner
 from .launcher import Launcher
+from .metrics import start_metrics
 from .report import Reporter
 from .resources import Resources, SessionFactory, bind_resources
 
@@ -80,6 +81,7 @@ class Node:
         self._stopping_reported = False
         self._tasks: set[asyncio.Task] = set()
         self._res: Resources
+        self._rendezvous_seconds: Optional[float] = None
 
     @property
     def view(self) -> PeerView:
@@ -105,6 +107,8 @@ class Node:
             preflight=self._joiner.state.preflight if self._joiner else (),
             tensorflow={a.node_id: a.tensorflow for a in self.view.adverts if a.tensorflow},
             gpus={a.node_id: a.gpus for a in self.view.adverts if a.gpus},
+            progress=self._joiner.progress if self._joiner else None,
+            rendezvous_seconds=self._rendezvous_seconds,
         )
 
     def _enter(self, phase: Phase, membership: Optional[Membership] = None) -> None:
@@ -125,13 +129,17 @@ class Node:
                 self.config, self.node_id, self._make_discovery, self._on_discovery, self.status,
                 lambda: self.reporter.update(self.status()), fingerprint,
             )
+            metrics = None
             try:
+                metrics = start_metrics(self.config.metrics_port, str(self._res.me.address), self.status)
                 await self._res.start(self.config)
                 self.reporter.ready()
                 self.reporter.update(self.status())
                 return await self._rounds()
             finally:
                 await self._shutdown()
+                if metrics is not None:
+                    metrics.close()
         finally:
             for signum in STOP_SIGNALS:
                 loop.remove_signal_handler(signum)
@@ -187,11 +195,16 @@ class Node:
     async def _round(self, number: int) -> Union[int, RoundEnd]:
         """One round: rendezvous, run the command until the round ends; that end, or the
         exit code when a stop signal came."""
-        self._joiner = Joiner(self.config, self._res, self.launcher, self._connect, self._enter, number)
+        self._joiner = Joiner(
+            self.config, self._res, self.launcher, self._connect, self._enter, number,
+            on_progress=lambda progress: self.reporter.update(self.status()),
+        )
+        began = time.monotonic()
         try:
             end = await self._until_stopped(self._joiner.rendezvous(), self.config.timeout)
             if end is not None:
                 return end
+            self._rendezvous_seconds = time.monotonic() - began
             self._advertise(Phase.RUNNING)
             end = await self._until_stopped(self._joiner.supervise())
         except _Stopped:

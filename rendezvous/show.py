@@ -1,4 +1,8 @@
-"""`rendezvous peers` and `rendezvous status`: look at what runs, change nothing."""
+"""`rendezvous peers` and `rendezvous status`: look at what runs, change nothing.
+
+`status` asks the daemons on this machine; `status --job NAME` asks the job's coordinator,
+found through the job's adverts, wherever it runs.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +10,21 @@ import asyncio
 import json
 import logging
 import os
-from typing import Optional, Union
+import sys
+from typing import IO, Optional, Union
 
 from . import runtime
 from .address import choose_address
+from .core.job import JobView, coordinator_endpoint, job_table, job_to_dict
 from .core.listing import advert_to_dict, peer_table
+from .core.peer import IPAddress
 from .core.status import NodeStatus, describe_status, status_to_dict
 from .errors import NoDaemonError
 
 log = logging.getLogger(__name__)
+
+# Cursor home, erase below: `status --watch` redraws its table in place.
+CLEAR_SCREEN = "\033[H\033[J"
 
 
 def list_peers(seconds: float, address: Optional[str], interface: Optional[str],
@@ -82,3 +92,62 @@ def show_status(job: Optional[str], timeout: float, as_json: bool) -> tuple[str,
     else:
         text = "\n\n".join(describe_status(s, daemon_pid=r.pid) for r, s in shown)
     return text, errors
+
+
+async def _find_coordinator(job: str, address: IPAddress, seconds: float) -> str:
+    """The endpoint to ask about `job`, from its nodes' adverts; NoDaemonError if none is heard."""
+    from .discovery import browse
+    from .discovery.mdns import MdnsDiscovery
+
+    adverts = await browse(MdnsDiscovery, address, seconds, lambda heard: coordinator_endpoint(heard, job) is not None)
+    endpoint = coordinator_endpoint(adverts, job)
+    if endpoint is None:
+        raise NoDaemonError(f"no node of job {job!r} answered on {address} within {seconds:g}s")
+    return endpoint
+
+
+async def fetch_job(job: str, address: IPAddress, timeout: float, endpoint: Optional[str] = None) -> tuple[JobView, str]:
+    """The job as its coordinator sees it, and the coordinator's endpoint (to ask again).
+    A node that does not coordinate names the one that does: that one is asked instead."""
+    from .coordinator import fetch_job_status
+
+    endpoint = endpoint or await _find_coordinator(job, address, timeout)
+    view = await fetch_job_status(endpoint, timeout)
+    if not view.coordinating and view.coordinator is not None and view.coordinator.endpoint != endpoint:
+        endpoint = view.coordinator.endpoint
+        view = await fetch_job_status(endpoint, timeout)
+    return view, endpoint
+
+
+def render_job(view: JobView, as_json: bool, watch: bool = False) -> str:
+    """The table, or JSON (one line per view when watching, for `jq` and log files)."""
+    if not as_json:
+        return job_table(view)
+    return json.dumps(job_to_dict(view), indent=None if watch else 2, allow_nan=False)
+
+
+def show_job(job: str, address: Optional[str], interface: Optional[str], timeout: float, as_json: bool,
+             watch: bool, out: IO[str] = sys.stdout) -> None:
+    """Print the job's table (or JSON) once, or every second until interrupted with
+    `watch`: redrawn in place on a terminal, repeated below otherwise."""
+    choice = choose_address(address, interface)
+    asyncio.run(_show_job(job, choice.address, timeout, as_json, watch, out))
+
+
+async def _show_job(job: str, address: IPAddress, timeout: float, as_json: bool, watch: bool, out: IO[str]) -> None:
+    view, endpoint = await fetch_job(job, address, timeout)
+    in_place = watch and out.isatty()
+    while True:
+        text = render_job(view, as_json, watch)
+        if in_place:
+            out.write(CLEAR_SCREEN + text + "\n")
+        else:
+            out.write(text + ("\n\n" if watch and not as_json else "\n"))
+        out.flush()
+        if not watch:
+            return
+        await asyncio.sleep(1.0)
+        try:
+            view, endpoint = await fetch_job(job, address, timeout, endpoint)
+        except NoDaemonError:  # the coordinator changed (a new round) or is gone: look again
+            view, endpoint = await fetch_job(job, address, timeout)

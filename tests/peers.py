@@ -104,3 +104,27 @@ def assert_consistent(recs: list[dict], addresses: Sequence[str]) -> None:
     assert len(digests) == 1
     ports = [int(w.rsplit(":", 1)[1]) for w in workers]
     assert len(set(ports)) == len(ports) or len(set(hosts)) == len(hosts)
+
+
+def job_status(host, job: str, *args: str, check: bool = True):
+    """`rendezvous status --job JOB` run on `host` (netns): parsed with --json; None for a
+    failure when not `check`."""
+    result = host.run(
+        [sys.executable, "-m", "rendezvous", "status", "--job", job, "--timeout", "5", *args],
+        capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
+    )
+    if result.returncode != 0 and not check:
+        return None
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout) if "--json" in args else result.stdout
+
+
+def wait_for_job(host, job, ready, timeout=30):
+    """`status --job --json` until `ready(status)` holds (nobody answering: not yet); that status."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status = job_status(host, job, "--json", check=False)
+        if status is not None and ready(status):
+            return status
+        assert time.monotonic() < deadline, status
+        time.sleep(0.3)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import secrets
 import subprocess
 import sys
 
@@ -424,7 +425,9 @@ def test_peers_and_status_refuse_what_is_not_seconds(args, tmp_path):
 
 
 def test_peers_and_status_take_good_values(tmp_path):
-    result = look("peers", "--address", "127.0.0.1", "--seconds", "0.2", "-vv", tmp_path=tmp_path)
+    # a job nobody runs: other daemons on this machine's loopback may answer too
+    job = f"nobody-{secrets.token_hex(4)}"
+    result = look("peers", "--address", "127.0.0.1", "--seconds", "0.2", "--job", job, "-vv", tmp_path=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "within 0.2s" in result.stdout
     result = look("status", "--timeout", "0.5", "-vv", tmp_path=tmp_path)
@@ -509,3 +512,14 @@ def test_allow_mismatch_of_an_unknown_kind_exits_2_naming_the_kinds():
     result = rendezvous("join", "--expect", "2", "--allow-mismatch", "gpu-count")
     assert result.returncode == 2, result
     assert "--allow-mismatch must name kinds from tensorflow-patch, python, gpu-model, same-file" in result.stderr
+
+
+def test_status_watch_needs_a_job(tmp_path):
+    result = look("status", "--watch", tmp_path=tmp_path)
+    assert result.returncode == 2 and "--watch needs --job NAME" in result.stderr
+
+
+def test_status_of_a_job_nobody_runs_exits_7(tmp_path):
+    result = look("status", "--job", "nobody-runs-this", "--timeout", "0.5", "--address", "127.0.0.1", tmp_path=tmp_path)
+    assert result.returncode == 7 and result.stdout == ""
+    assert result.stderr == "rendezvous: error: no node of job 'nobody-runs-this' answered on 127.0.0.1 within 0.5s\n"

@@ -240,3 +240,17 @@ def test_peer_table_and_json():
         "expect": 2, "expect_min": 2, "phase": "running", "round": 1, "coordinator": "10.0.0.9:41234",
         "tensorflow": "2.21.0", "gpus": "8x NVIDIA H100",
     }
+
+
+def test_status_line_and_block_show_the_progress():
+    from rendezvous.core.progress import Progress
+
+    four = Membership.freeze("resnet", 1, [A, B, C, Peer("dddddddddddd", ipaddress.ip_address("10.0.0.200"), 1, 2)])
+    progress = Progress(epoch=12, epochs=60, loss=0.84, images_per_s=2310.0)
+    running = status(Phase.RUNNING, node=A, membership=four, progress=progress, trainer_pid=7, trainer_uptime=3.0)
+    assert status_line(running) == "round 1, worker 0 of 4, epoch 12/60, loss 0.84, 2,310 img/s"
+    assert "  progress     epoch 12/60, loss 0.84, 2,310 img/s" in describe_status(running)
+    assert status_to_dict(running)["progress"]["epoch"] == 12
+    assert _wire.status_from_pb(_wire.status_to_pb(running)).progress == progress
+    silent = status(Phase.RUNNING, node=A, membership=four, progress=Progress())
+    assert status_line(silent) == "round 1, worker 0 of 4 training"

@@ -153,7 +153,7 @@ def test_status_of_a_training_member_in_both_formats(cluster):
 def test_status_of_a_waiting_daemon(cluster):
     net, _, job_b, _, _ = cluster
     host = net.hosts[2]
-    [status] = json.loads(rendezvous(host, "status", "--json", "--job", job_b).stdout)
+    [status] = json.loads(rendezvous(host, "status", "--json", "--local", "--job", job_b).stdout)
     assert status["phase"] == "waiting" and status["rank"] is None and status["members"] == []
     assert status["tf_config"] is None and status["trainer_pid"] is None
     assert [p["address"] for p in status["seen"]] == [host.address]
@@ -164,7 +164,7 @@ def test_status_of_a_waiting_daemon(cluster):
 
 def test_status_for_another_job_or_no_daemon_exits_7(cluster):
     net, job_a, job_b, _, peers = cluster
-    wrong = rendezvous(net.hosts[0], "status", "--job", job_b)
+    wrong = rendezvous(net.hosts[0], "status", "--local", "--job", job_b)
     assert wrong.returncode == 7
     assert f"no rendezvous daemon of job {job_b!r} runs on this machine; running: {job_a!r}" in wrong.stderr
     waiting = peers[2]

@@ -55,7 +55,7 @@ def test_names_of_every_option():
     assert {o.name for o in OPTIONS} == {
         "expect", "job", "command", "address", "interface", "port", "tf_port", "timeout",
         "stop_grace", "verbose", "quiet", "log_format", "timings", "max_restarts", "no_restart_on",
-        "liveness_timeout", "same_file", "allow_mismatch", "python", "settle",
+        "liveness_timeout", "same_file", "allow_mismatch", "python", "settle", "metrics_port",
     }
 
 
@@ -71,6 +71,7 @@ LAYERS = {
     "interface": ('interface = "eth0"', "eth1", "eth2", "eth0", "eth1"),
     "port": ("port = 7000", "7001", 7002, 7000, 7001),
     "tf_port": ("tf-port = 8000", "8001", 8002, 8000, 8001),
+    "metrics_port": ("metrics-port = 9464", "9465", 9466, 9464, 9465),
     "timeout": ("timeout = 600", "30.5", 7.0, 600.0, 30.5),
     "stop_grace": ("stop-grace = 20", "5", 1.0, 20.0, 5.0),
     "verbose": ("verbose = 1", "2", 0, 1, 2),
@@ -130,6 +131,13 @@ def test_defaults_without_any_source(tmp_path):
     assert s.config_file is None or s.config_file == DEFAULT_CONFIG_FILE
 
 
+@pytest.mark.parametrize("port", [0, 65536, -1])
+def test_metrics_port_is_off_or_a_real_port(port):
+    assert JoinConfig(expect=1).metrics_port is None
+    with pytest.raises(ConfigError, match=f"--metrics-port must be a port from 1 to 65535, got {port}"):
+        JoinConfig(expect=1, metrics_port=port)
+
+
 def test_an_empty_variable_counts_as_unset(tmp_path):
     s = settings(environ={"RENDEZVOUS_JOB": "", "RENDEZVOUS_EXPECT": "2", "RENDEZVOUS_TIMEOUT": ""})
     assert s.join.job == "default" and s.join.timeout is None
@@ -137,7 +145,8 @@ def test_an_empty_variable_counts_as_unset(tmp_path):
 
 def test_other_rendezvous_variables_are_not_options():
     # set by the daemon for the command it starts; a nested `join` must not trip over them
-    environ = {"RENDEZVOUS_RANK": "0", "RENDEZVOUS_WORLD_SIZE": "2", "RENDEZVOUS_NODE_ID": "x", "RENDEZVOUS_SKIP_NETNS": "1"}
+    environ = {"RENDEZVOUS_RANK": "0", "RENDEZVOUS_WORLD_SIZE": "2", "RENDEZVOUS_NODE_ID": "x", "RENDEZVOUS_SKIP_NETNS": "1",
+               "RENDEZVOUS_PROGRESS_FILE": "/run/rendezvous/x-progress-1.jsonl"}
     assert from_environ(environ) == {}
 
 

@@ -19,6 +19,7 @@ import pytest
 from rendezvous.config import JoinConfig
 from rendezvous.runtime import SYSTEM_DIRECTORY
 from rendezvous.settings import DEFAULT_CONFIG_FILE, build_settings, parse_config_file
+from rendezvous.core.size import Size
 
 ROOT = Path(__file__).resolve().parents[1]
 UNIT = ROOT / "systemd" / "rendezvous.service"
@@ -109,7 +110,7 @@ def test_hardening_that_does_not_break_training():
 def test_the_example_config_is_valid():
     values = parse_config_file(EXAMPLE.read_text(), str(EXAMPLE))
     settings = build_settings(values)
-    assert settings.join.expect == 3 and settings.join.job == "resnet"
+    assert settings.join.expect == Size(3, 3) and settings.join.job == "resnet"
     assert settings.join.command[1:3] == ("-m", "trainer")
     # every commented-out key is a real option too
     commented = "\n".join(

@@ -6,27 +6,32 @@ import json
 import os
 import secrets
 import signal
+import subprocess
 import sys
 import time
 
 import pytest
 
-from peers import start_peer
+from peers import job_status, start_peer, wait_for_job
 
 pytestmark = pytest.mark.training
 
 
-def train(tmp_path, addresses, trainer_options):
+def train(tmp_path, addresses, trainer_options, hosts=None):
+    """`rendezvous join` of the bundled trainer on each address (in the namespaces of
+    `hosts`, if given); the peers, their job's name as `job` of the first."""
     job = f"train-{secrets.token_hex(3)}"
     peers = []
-    for address in addresses:
+    for i, address in enumerate(addresses):
         argv = [
             sys.executable, "-m", "rendezvous", "join", "--expect", str(len(addresses)),
             "--job", job, "--address", address, "--timeout", "60",
             # no command: the bundled trainer, with these options
             "--", "--threads", "1", "--result-file", str(tmp_path / f"{address}.json"), *trainer_options,
         ]
-        peers.append(start_peer(argv, tmp_path, address))
+        popen = hosts[i].popen if hosts else subprocess.Popen
+        peers.append(start_peer(argv, tmp_path, address, popen=popen))
+    peers[0].job = job
     return peers
 
 
@@ -103,3 +108,34 @@ def test_a_killed_trainer_restarts_the_round_and_training_resumes_from_its_backu
     summaries = results(tmp_path, addresses)
     assert all(s["initial_epoch"] >= 2 for s in summaries), summaries
     assert len({s["weights_sha256"] for s in summaries}) == 1
+
+
+@pytest.mark.netns
+def test_the_training_seen_from_a_host_outside_the_job(tmp_path, make_network):
+    """Progress from every trainer reaches the coordinator, and any host can see it; the
+    chief writes TensorBoard logs with the learning rate."""
+    net = make_network(4)
+    hosts, outsider = net.hosts[:3], net.hosts[3]
+    options = ["--epochs", "20", "--steps-per-epoch", "2", "--log-dir", str(tmp_path / "tb")]
+    peers = train(tmp_path, [h.address for h in hosts], options, hosts=hosts)
+    job = peers[0].job
+
+    def epochs(status):
+        return [(m["progress"] or {}).get("epoch") or 0 for m in status["members"]]
+
+    first = wait_for_job(outsider, job, lambda s: len(s["members"]) == 3 and min(epochs(s)) >= 1, timeout=120)
+    assert [(m["rank"], m["address"], m["phase"], m["round"]) for m in first["members"]] == [
+        (rank, host.address, "running", 1) for rank, host in enumerate(hosts)
+    ]
+    assert all(m["progress"]["epochs"] == 20 and m["progress"]["loss"] > 0 for m in first["members"])
+    second = wait_for_job(outsider, job, lambda s: min(epochs(s)) > max(epochs(first)), timeout=60)
+    assert second["round"] == 1 and all(m["phase"] in ("running", "finished") for m in second["members"])
+    for peer in peers:
+        assert peer.wait(timeout=300) == 0, peer.log
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(tmp_path / "tb" / "train"), size_guidance={"tensors": 0})  # 0: keep all
+    events.Reload()
+    assert {"epoch_loss", "epoch_accuracy", "epoch_lr"} <= set(events.Tags()["tensors"])
+    assert len(events.Tensors("epoch_lr")) == 20

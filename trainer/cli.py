@@ -170,6 +170,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the chief (worker 0) saves the final model here (SavedModel)")
     p.add_argument("--result-file", metavar="PATH",
                    help="write a JSON summary of the run here (every worker)")
+    p.add_argument("--log-dir", metavar="DIR",
+                   help="the chief writes TensorBoard logs here: loss, accuracy and learning "
+                        "rate per epoch (view with `tensorboard --logdir DIR`)")
+    p.add_argument("--progress-every", type=_whole(0), default=50, metavar="STEPS",
+                   help="under rendezvous, report progress (to $RENDEZVOUS_PROGRESS_FILE) at "
+                        "every epoch end and every STEPS steps (default 50; 0: epochs only)")
     return p
 
 
@@ -249,6 +255,8 @@ def check_output_paths(args: argparse.Namespace, cluster: ClusterInfo) -> None:
         _check_writable_dir("--backup-dir", args.backup_dir, args.backup_dir)
     if args.model_dir and cluster.is_chief:
         _check_writable_dir("--model-dir", args.model_dir, args.model_dir)
+    if args.log_dir and cluster.is_chief:
+        _check_writable_dir("--log-dir", args.log_dir, args.log_dir)
 
 
 # Import name -> name of the package that provides it.

@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from trainer import ConfigError, pipeline, recipe
+from trainer import ConfigError, pipeline, recipe, reporting
 from trainer._keras import keras, tf
 from trainer.cli import EXIT_CLUSTER, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ClusterInfo
 
@@ -115,8 +115,12 @@ def train(strategy, args, cluster: ClusterInfo, dataset, start_time: float) -> d
 
     progress = EpochProgress(hp.epochs)
     fit_start = time.time()
-    model.fit(train_data, epochs=hp.epochs, steps_per_epoch=steps,
-              callbacks=make_callbacks(args.backup_dir, hp, progress), verbose=0)
+    reports = [
+        reporting.progress_callback(hp.epochs, steps, hp.global_batch_size, args.progress_every),
+        reporting.tensorboard_callback(args.log_dir, cluster.is_chief),
+    ]
+    callbacks = make_callbacks(args.backup_dir, hp, progress) + [c for c in reports if c is not None]
+    model.fit(train_data, epochs=hp.epochs, steps_per_epoch=steps, callbacks=callbacks, verbose=0)
     fit_end = time.time()
 
     # Every worker takes part in these: each runs collectives.

@@ -4,7 +4,7 @@ This package is the only code that touches protobuf types; everything it hands o
 takes in is a domain object from `rendezvous.core`.
 """
 
-from .client import JoinSession, SessionLost, fetch_status
+from .client import JoinSession, SessionLost, fetch_job_status, fetch_status
 from .server import CoordinatorService, bind_server, serve
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "JoinSession",
     "SessionLost",
     "bind_server",
+    "fetch_job_status",
     "fetch_status",
     "serve",
 ]

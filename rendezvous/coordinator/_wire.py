@@ -7,8 +7,10 @@ from typing import Iterable, Optional
 
 from ..config import Timings
 from ..core.advert import PROTOCOL_VERSION, Phase
+from ..core.job import JobView, MemberView
 from ..core.peer import Peer, parse_address
 from ..core.preflight import Fingerprint
+from ..core.progress import Progress, parse_progress
 from ..core.size import Size
 from ..core.status import NodeStatus
 from ..core.tf_config import Membership
@@ -135,6 +137,8 @@ def status_to_pb(status: NodeStatus) -> pb.StatusResponse:
         response.fingerprint.CopyFrom(fingerprint_to_pb(status.fingerprint))
     if coordinator is not None:
         response.coordinator.CopyFrom(peer_to_pb(coordinator))
+    if status.progress is not None:
+        response.progress.CopyFrom(progress_to_pb(status.progress))
     return response
 
 
@@ -159,4 +163,78 @@ def status_from_pb(message: pb.StatusResponse) -> NodeStatus:
         tensorflow=dict(message.tensorflow),
         gpus=dict(message.gpus),
         preflight=tuple(message.preflight),
+        progress=progress_from_pb(message.progress) if message.HasField("progress") else None,
+    )
+
+
+_PROGRESS_FIELDS = ("epoch", "epochs", "step", "loss", "images_per_s")
+
+
+def progress_to_pb(progress: Progress) -> pb.Progress:
+    known = {name: getattr(progress, name) for name in _PROGRESS_FIELDS}
+    return pb.Progress(**{k: v for k, v in known.items() if v is not None}, metrics=dict(progress.metrics))
+
+
+def progress_from_pb(message: pb.Progress) -> Progress:
+    """Raises ValueError for progress that breaks the contract (a NaN sent anyway)."""
+    known = {name: getattr(message, name) for name in _PROGRESS_FIELDS if message.HasField(name)}
+    return parse_progress(json.dumps({**known, "metrics": dict(message.metrics)}))
+
+
+def _member_to_pb(member: MemberView) -> pb.MemberStatus:
+    message = pb.MemberStatus(
+        peer=peer_to_pb(member.peer),
+        rank=NO_RANK if member.rank is None else member.rank,
+        phase=member.phase.value,
+        command_uptime_seconds=member.uptime,  # None leaves it unset
+        exit_code=member.exit_code,
+        straggler=member.straggler,
+    )
+    if member.progress is not None:
+        message.progress.CopyFrom(progress_to_pb(member.progress))
+    return message
+
+
+def _member_from_pb(message: pb.MemberStatus, round: int) -> MemberView:
+    return MemberView(
+        peer=peer_from_pb(message.peer),
+        rank=None if message.rank == NO_RANK else message.rank,
+        phase=Phase(message.phase),
+        round=round,
+        uptime=message.command_uptime_seconds if message.HasField("command_uptime_seconds") else None,
+        exit_code=message.exit_code if message.HasField("exit_code") else None,
+        progress=progress_from_pb(message.progress) if message.HasField("progress") else None,
+        straggler=message.straggler,
+    )
+
+
+def job_view_to_pb(view: JobView, sender: str) -> pb.JobStatusResponse:
+    response = pb.JobStatusResponse(
+        header=header(view.job, view.round, sender),
+        coordinating=view.coordinating,
+        phase=view.phase,
+        expect=view.expect.max,
+        expect_min=view.expect.min,
+        restarts=view.restarts,
+        last_abort_reason=view.last_abort or "",
+        members=[_member_to_pb(m) for m in view.members],
+    )
+    if view.coordinator is not None:
+        response.coordinator.CopyFrom(peer_to_pb(view.coordinator))
+    return response
+
+
+def job_view_from_pb(message: pb.JobStatusResponse) -> JobView:
+    """Raises ValueError for a response that is not a valid job status."""
+    round = message.header.round
+    return JobView(
+        job=message.header.job,
+        round=round,
+        phase=message.phase,
+        expect=size_from_pb(message.expect_min, message.expect),
+        coordinator=optional_peer_from_pb(message.coordinator),
+        members=tuple(_member_from_pb(m, round) for m in message.members),
+        restarts=message.restarts,
+        last_abort=message.last_abort_reason or None,
+        coordinating=message.coordinating,
     )

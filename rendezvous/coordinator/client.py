@@ -20,8 +20,10 @@ from ..core.member import (
     Released,
     Waiting,
 )
+from ..core.job import JobView
 from ..core.peer import Peer
 from ..core.preflight import Fingerprint
+from ..core.progress import Progress
 from ..core.size import Size
 from ..core.status import NodeStatus
 from ..core.tf_config import Membership
@@ -76,6 +78,9 @@ class JoinSession:
     async def finished(self, exit_code: int, reason: str = "") -> None:
         await self._write(self._message(finished=pb.Finished(exit_code=exit_code, reason=reason)))
 
+    async def progress(self, progress: Progress) -> None:
+        await self._write(self._message(progress=_wire.progress_to_pb(progress)))
+
     async def heartbeat(self) -> None:
         await self._write(self._message(heartbeat=pb.Heartbeat()))
 
@@ -127,14 +132,29 @@ class JoinSession:
         await self._channel.close()
 
 
-async def fetch_status(endpoint: str, timeout: float) -> NodeStatus:
-    """The Status of the daemon at `endpoint`; NoDaemonError if it does not answer in time."""
+async def _ask(endpoint: str, timeout: float, method: str):
+    """One read-only call (Status, JobStatus); NoDaemonError if it gets no answer in time."""
     async with grpc.aio.insecure_channel(endpoint, options=_wire.channel_options()) as channel:
+        call = getattr(pb_grpc.RendezvousStub(channel), method)
         try:
-            response = await pb_grpc.RendezvousStub(channel).Status(pb.StatusRequest(), timeout=timeout)
+            return await call(pb.StatusRequest(), timeout=timeout)
         except grpc.aio.AioRpcError as exc:
             raise NoDaemonError(f"the daemon at {endpoint} did not answer: {exc.code().name} {exc.details()}") from None
+
+
+async def fetch_status(endpoint: str, timeout: float) -> NodeStatus:
+    """The Status of the daemon at `endpoint`; NoDaemonError if it does not answer in time."""
+    response = await _ask(endpoint, timeout, "Status")
     try:
         return _wire.status_from_pb(response)
     except ValueError as exc:
         raise NoDaemonError(f"the daemon at {endpoint} sent an invalid status: {exc}") from None
+
+
+async def fetch_job_status(endpoint: str, timeout: float) -> JobView:
+    """The job as the daemon at `endpoint` sees it; NoDaemonError if it does not answer."""
+    response = await _ask(endpoint, timeout, "JobStatus")
+    try:
+        return _wire.job_view_from_pb(response)
+    except ValueError as exc:
+        raise NoDaemonError(f"the daemon at {endpoint} sent an invalid job status: {exc}") from None

@@ -11,6 +11,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from ..config import Timings
+from ..core import job as jobs
 from ..core import round as rounds
 from ..core.advert import PROTOCOL_VERSION
 from ..core.peer import Peer
@@ -65,6 +66,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         self._timings = timings
         self._liveness = liveness_timeout
         self.round = Round(job=job, expect=expect, settle=settle, policy=policy)
+        self.board = jobs.Board()  # what `status --job` shows beyond the round itself
         self._outboxes: dict[str, asyncio.Queue[Optional[pb.CoordinatorMessage]]] = {}
         self._watchdog: Optional[asyncio.Task] = None
 
@@ -91,6 +93,9 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         for outbox in self._outboxes.values():
             loop.call_later(self._timings.end_grace, outbox.put_nowait, _END)
 
+    def _note(self, change: Callable[[jobs.Board], jobs.Board]) -> None:
+        self.board = change(jobs.for_round(self.board, self.round.number))
+
     def _apply(self, step: Step) -> None:
         self.round = state = step.state
         if step.action is Action.BROADCAST_WAITING:
@@ -116,6 +121,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
             delay = self._timings.release_delay(len(state.ready))
             log.info("all %d members ready: releasing, start in %.0f ms", len(state.ready), delay * 1e3)
             start_at = time.time_ns() + int(delay * 1e9)
+            self._note(lambda board: jobs.released(board, time.monotonic() + delay))
             self._broadcast(self._message(release=pb.Release(start_at_unix_ns=start_at, delay_ns=int(delay * 1e9))))
         elif step.action is Action.COMPLETE:
             log.info("job %r round %d completed: every command exited with 0", state.job, state.number)
@@ -124,6 +130,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         elif step.action is Action.ABORT:
             ending = "no restart follows" if state.final else f"round {state.number + 1} follows"
             log.error("round %d of job %r aborted (%s): %s", state.number, state.job, ending, state.abort_reason)
+            self._note(lambda board: jobs.aborted(board, state.abort_reason or ""))
             aborted = pb.Aborted(
                 reason=state.abort_reason or "", exit_code=state.exit_code, final=state.final, preflight=state.refused
             )
@@ -227,10 +234,33 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
                 elif kind == "finished":
                     done = message.finished
                     log.info("%s finished with exit code %d %s", peer.describe(), done.exit_code, done.reason)
+                    self._note(lambda board: jobs.finished(board, peer.node_id, done.exit_code, time.monotonic()))
                     self._apply(rounds.finished(self.round, peer.node_id, done.exit_code, done.reason))
+                elif kind == "progress":
+                    self._progressed(peer, message.progress)
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
             pass
         outbox.put_nowait(_END)
+
+    def _progressed(self, peer: Peer, message: pb.Progress) -> None:
+        try:
+            progress = _wire.progress_from_pb(message)
+        except ValueError as exc:
+            log.debug("ignored progress of %s: %s", peer.describe(), exc)
+            return
+        self._note(lambda board: jobs.progressed(board, peer.node_id, progress))
+
+    def _check_stragglers(self) -> None:
+        board, marked = jobs.check_stragglers(
+            jobs.for_round(self.board, self.round.number), time.monotonic(), self._timings.straggler_after
+        )
+        self.board = board
+        for node_id in marked:
+            peer = self.round.member(node_id)
+            log.warning(
+                "%s is a straggler: its progress has lagged the others' median by more than %d%% for %.0f s",
+                peer.describe() if peer else node_id, jobs.STRAGGLER_LAG * 100, self._timings.straggler_after,
+            )
 
     def _start_watchdog(self) -> None:
         if self._watchdog is None or self._watchdog.done():
@@ -241,9 +271,22 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         while self._outboxes:
             await asyncio.sleep(self.heartbeat_interval)
             self._apply(rounds.check_liveness(self.round, time.monotonic(), self._liveness))
+            self._check_stragglers()
 
     async def Status(self, request: pb.StatusRequest, context: grpc.aio.ServicerContext) -> pb.StatusResponse:  # noqa: N802
         return _wire.status_to_pb(self._status())
+
+    async def JobStatus(self, request: pb.StatusRequest, context: grpc.aio.ServicerContext) -> pb.JobStatusResponse:  # noqa: N802
+        target = self._target()
+        coordinating = bool(self.round.joined) or target.endpoint == self._me.endpoint
+        if not coordinating:
+            view = jobs.JobView(
+                job=self.round.job, round=self.round.number, phase=self.round.phase.value,
+                expect=self.round.expect, coordinator=target.peer, coordinating=False,
+            )
+        else:
+            view = jobs.job_view(self.round, self.board, self._me, time.monotonic())
+        return _wire.job_view_to_pb(view, self._me.node_id)
 
     def _check_header(self, header: pb.Header) -> Optional[pb.CoordinatorMessage]:
         if header.protocol_version != PROTOCOL_VERSION:

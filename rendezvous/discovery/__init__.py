@@ -48,9 +48,13 @@ class Discovery:
 DiscoveryFactory = Callable[[IPAddress, Optional[Advert], Callable[[DiscoveryEvent], None]], Discovery]
 
 
-async def browse(factory: DiscoveryFactory, address: IPAddress, seconds: float) -> list[Advert]:
-    """Every valid rendezvous advert heard on `address` within `seconds`, the latest of each
-    node, nodes that said goodbye left out; sorted by job, then address."""
+async def browse(
+    factory: DiscoveryFactory, address: IPAddress, seconds: float,
+    enough: Optional[Callable[[list[Advert]], bool]] = None,
+) -> list[Advert]:
+    """Every valid rendezvous advert heard on `address` within `seconds` (or until what was
+    heard is `enough`), the latest of each node, nodes that said goodbye left out; sorted
+    by job, then address."""
     adverts: dict[str, Advert] = {}
 
     def on_event(event: DiscoveryEvent) -> None:
@@ -62,7 +66,11 @@ async def browse(factory: DiscoveryFactory, address: IPAddress, seconds: float) 
     discovery = factory(address, None, on_event)
     await discovery.start()
     try:
-        await asyncio.sleep(seconds)
+        deadline = asyncio.get_running_loop().time() + seconds
+        while asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(min(0.05, seconds))
+            if enough is not None and enough(list(adverts.values())):
+                break
     finally:
         await discovery.close()
     return sorted(adverts.values(), key=lambda a: (a.job, a.peer))

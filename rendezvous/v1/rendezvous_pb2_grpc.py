@@ -44,6 +44,11 @@ class RendezvousStub:
                 request_serializer=rendezvous_dot_v1_dot_rendezvous__pb2.StatusRequest.SerializeToString,
                 response_deserializer=rendezvous_dot_v1_dot_rendezvous__pb2.StatusResponse.FromString,
                 _registered_method=True)
+        self.JobStatus = channel.unary_unary(
+                '/rendezvous.v1.Rendezvous/JobStatus',
+                request_serializer=rendezvous_dot_v1_dot_rendezvous__pb2.StatusRequest.SerializeToString,
+                response_deserializer=rendezvous_dot_v1_dot_rendezvous__pb2.JobStatusResponse.FromString,
+                _registered_method=True)
 
 
 class RendezvousServicer:
@@ -62,6 +67,13 @@ class RendezvousServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def JobStatus(self, request, context):
+        """The whole job as its coordinator sees it, for `rendezvous status --job`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RendezvousServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -74,6 +86,11 @@ def add_RendezvousServicer_to_server(servicer, server):
                     servicer.Status,
                     request_deserializer=rendezvous_dot_v1_dot_rendezvous__pb2.StatusRequest.FromString,
                     response_serializer=rendezvous_dot_v1_dot_rendezvous__pb2.StatusResponse.SerializeToString,
+            ),
+            'JobStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.JobStatus,
+                    request_deserializer=rendezvous_dot_v1_dot_rendezvous__pb2.StatusRequest.FromString,
+                    response_serializer=rendezvous_dot_v1_dot_rendezvous__pb2.JobStatusResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -130,6 +147,33 @@ class Rendezvous:
             '/rendezvous.v1.Rendezvous/Status',
             rendezvous_dot_v1_dot_rendezvous__pb2.StatusRequest.SerializeToString,
             rendezvous_dot_v1_dot_rendezvous__pb2.StatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def JobStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rendezvous.v1.Rendezvous/JobStatus',
+            rendezvous_dot_v1_dot_rendezvous__pb2.StatusRequest.SerializeToString,
+            rendezvous_dot_v1_dot_rendezvous__pb2.JobStatusResponse.FromString,
             options,
             channel_credentials,
             insecure,

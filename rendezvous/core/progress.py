@@ -1,0 +1,138 @@
+"""Training progress as a command reports it: the contract, and reading it.
+
+The daemon passes `RENDEZVOUS_PROGRESS_FILE` to the command: a regular file to which the
+command appends one JSON object per line, whenever it likes, e.g.
+
+    {"epoch": 12, "epochs": 60, "step": 5400, "loss": 0.84, "images_per_s": 2310,
+     "metrics": {"accuracy": 0.91}}
+
+Every key is optional; unknown keys are ignored. Epochs and steps are whole numbers of
+zero or more, the rest finite numbers (NaN and infinities, which JSON writers produce
+for a diverged loss, count as unknown). The latest valid line is the command's progress.
+A file, not a pipe: a command never blocks or dies because nobody reads.
+
+Everything here is pure: `parse_progress` reads one line, `split_lines` cuts a stream of
+bytes into complete lines of bounded length.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+VARIABLE = "RENDEZVOUS_PROGRESS_FILE"
+
+# Longer lines are cut to this: progress is a few hundred bytes, and a runaway writer
+# must not make the daemon hold its whole output.
+MAX_LINE = 4096
+# At most this many metrics are kept, with names of at most MAX_NAME characters.
+MAX_METRICS = 16
+MAX_NAME = 64
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A command's latest report; None where it said nothing (or nothing finite)."""
+
+    epoch: Optional[int] = None
+    epochs: Optional[int] = None  # how many the run will do, for `epoch 12/60`
+    step: Optional[int] = None
+    loss: Optional[float] = None
+    images_per_s: Optional[float] = None
+    metrics: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def is_empty(self) -> bool:
+        return self == Progress()
+
+
+def _whole(data: Mapping[str, Any], key: str) -> Optional[int]:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{key} must be a whole number of zero or more, got {value!r}")
+    return value
+
+
+def _finite(value: Any, key: str) -> Optional[float]:
+    if value is None:
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise ValueError(f"{key} must be a number, got {value!r}")
+    return float(value) if math.isfinite(value) else None
+
+
+def _metrics(value: Any) -> tuple[tuple[str, float], ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        raise ValueError(f"metrics must be an object of names to numbers, got {value!r}")
+    kept = []
+    for name, number in list(value.items())[:MAX_METRICS]:
+        finite = _finite(number, f"metric {name!r}")
+        if finite is not None:
+            kept.append((str(name)[:MAX_NAME], finite))
+    return tuple(sorted(kept))
+
+
+def parse_progress(line: str) -> Progress:
+    """One line of the progress file; ValueError saying what is wrong with it."""
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"not a JSON object: {line[:40]!r}")
+    return Progress(
+        epoch=_whole(data, "epoch"),
+        epochs=_whole(data, "epochs"),
+        step=_whole(data, "step"),
+        loss=_finite(data.get("loss"), "loss"),
+        images_per_s=_finite(data.get("images_per_s"), "images_per_s"),
+        metrics=_metrics(data.get("metrics")),
+    )
+
+
+def split_lines(pending: bytes, chunk: bytes, limit: int = MAX_LINE) -> tuple[list[bytes], bytes, bool]:
+    """Add `chunk` to the incomplete line `pending`: the complete lines, the new incomplete
+    rest, and whether a line was cut. A line longer than `limit` keeps its first `limit`
+    bytes (and so is most likely malformed); an incomplete rest never grows past `limit`."""
+    lines = (pending + chunk).split(b"\n")
+    rest = lines.pop()
+    cut = any(len(line) > limit for line in lines) or len(rest) > limit
+    return [line[:limit] for line in lines], rest[: limit + 1], cut
+
+
+def _group(number: float) -> str:
+    return f"{number:,.0f}"
+
+
+def describe(progress: Progress) -> str:
+    """`epoch 12/60, loss 0.84, 2,310 img/s`; only what is known."""
+    parts = []
+    if progress.epoch is not None:
+        parts.append(f"epoch {progress.epoch}" + (f"/{progress.epochs}" if progress.epochs else ""))
+    elif progress.step is not None:
+        parts.append(f"step {progress.step}")
+    if progress.loss is not None:
+        parts.append(f"loss {progress.loss:.3g}")
+    if progress.images_per_s is not None:
+        parts.append(f"{_group(progress.images_per_s)} img/s")
+    return ", ".join(parts)
+
+
+def progress_to_dict(progress: Progress) -> dict[str, Any]:
+    """For JSON output: never NaN (unknowns are null)."""
+    return {
+        "epoch": progress.epoch,
+        "epochs": progress.epochs,
+        "step": progress.step,
+        "loss": progress.loss,
+        "images_per_s": progress.images_per_s,
+        "metrics": dict(progress.metrics),
+    }

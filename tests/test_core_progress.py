@@ -1,0 +1,110 @@
+"""The progress contract: one JSON line read into a Progress, lines cut from a byte stream,
+and how progress is shown."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rendezvous.coordinator import _wire
+from rendezvous.core.progress import MAX_LINE, Progress, describe, parse_progress, progress_to_dict, split_lines
+
+
+def test_a_full_line():
+    line = '{"epoch": 12, "epochs": 60, "step": 5400, "loss": 0.84, "images_per_s": 2310.4, "metrics": {"accuracy": 0.9}}'
+    assert parse_progress(line) == Progress(
+        epoch=12, epochs=60, step=5400, loss=0.84, images_per_s=2310.4, metrics=(("accuracy", 0.9),)
+    )
+
+
+def test_every_key_is_optional_and_unknown_keys_are_ignored():
+    assert parse_progress('{"step": 3, "lr_schedule": "cosine"}') == Progress(step=3)
+    assert parse_progress("{}").is_empty
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_numbers_are_unknown(value):
+    progress = parse_progress(f'{{"loss": {value}, "images_per_s": {value}, "metrics": {{"a": {value}, "b": 1}}}}')
+    assert progress == Progress(metrics=(("b", 1.0),))
+
+
+def test_a_whole_float_is_a_whole_number():
+    assert parse_progress('{"epoch": 3.0}').epoch == 3
+
+
+@pytest.mark.parametrize(
+    "line, problem",
+    [
+        ("not json", "not JSON"),
+        ("[1, 2]", "not a JSON object"),
+        ('{"epoch": -1}', "epoch must be a whole number"),
+        ('{"step": 2.5}', "step must be a whole number"),
+        ('{"epoch": true}', "epoch must be a whole number"),
+        ('{"loss": "low"}', "loss must be a number"),
+        ('{"metrics": [1]}', "metrics must be an object"),
+        ('{"metrics": {"a": "b"}}', "metric 'a' must be a number"),
+        ("[" * 100000, "not JSON"),
+    ],
+)
+def test_malformed_lines_say_what_is_wrong(line, problem):
+    with pytest.raises(ValueError, match=problem):
+        parse_progress(line)
+
+
+def test_metrics_are_bounded():
+    many = {f"{'m' * 100}{i:02d}": i for i in range(40)}
+    metrics = parse_progress(json.dumps({"metrics": many})).metrics
+    assert len(metrics) == 16 and all(len(name) == 64 for name, _ in metrics)
+
+
+def test_complete_lines_only():
+    lines, rest, cut = split_lines(b"", b'{"step": 1}\n{"step": 2}\n{"ste')
+    assert lines == [b'{"step": 1}', b'{"step": 2}'] and rest == b'{"ste' and not cut
+    lines, rest, cut = split_lines(rest, b'p": 3}\n')
+    assert lines == [b'{"step": 3}'] and rest == b"" and not cut
+
+
+def test_huge_lines_are_cut_and_never_held_whole():
+    lines, rest, cut = split_lines(b"", b"x" * (3 * MAX_LINE))
+    assert lines == [] and len(rest) == MAX_LINE + 1 and cut
+    lines, rest, cut = split_lines(rest, b"y" * MAX_LINE + b'\n{"step": 4}\n')
+    assert [len(line) for line in lines] == [MAX_LINE, 11] and cut and rest == b""
+
+
+@given(st.lists(st.binary(max_size=3 * MAX_LINE), max_size=6))
+def test_splitting_in_chunks_is_the_start_of_every_complete_line(chunks):
+    pending, found = b"", []
+    for chunk in chunks:
+        lines, pending, _ = split_lines(pending, chunk)
+        found += lines
+    complete = b"".join(chunks).split(b"\n")[:-1]
+    assert found == [line[:MAX_LINE] for line in complete]
+    assert len(pending) <= MAX_LINE + 1
+
+
+@pytest.mark.parametrize(
+    "progress, text",
+    [
+        (Progress(epoch=12, epochs=60, loss=0.8412, images_per_s=2310.4), "epoch 12/60, loss 0.841, 2,310 img/s"),
+        (Progress(epoch=3), "epoch 3"),
+        (Progress(step=50, loss=1e-5), "step 50, loss 1e-05"),
+        (Progress(), ""),
+    ],
+)
+def test_described(progress, text):
+    assert describe(progress) == text
+
+
+def test_json_has_no_nan_and_the_wire_keeps_everything():
+    progress = parse_progress('{"epoch": 2, "loss": NaN, "metrics": {"acc": 0.5}}')
+    assert "NaN" not in json.dumps(progress_to_dict(progress), allow_nan=False)
+    assert _wire.progress_from_pb(_wire.progress_to_pb(progress)) == progress
+    full = Progress(epoch=1, epochs=2, step=3, loss=0.5, images_per_s=9.0, metrics=(("a", 1.0), ("b", 2.0)))
+    assert _wire.progress_from_pb(_wire.progress_to_pb(full)) == full
+    sent_nan = _wire.progress_to_pb(Progress(step=1))
+    sent_nan.loss = math.nan
+    assert _wire.progress_from_pb(sent_nan) == Progress(step=1)

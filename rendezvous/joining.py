@@ -22,8 +22,11 @@ from .core.advert import Phase
 from .core.member import Member, MemberAction, MemberEvent, RoundEnd
 from .core.round import ROUND_FAILED
 from .core.peer import Peer
+from .core.manifest import PreviousChief, SyncSummary
+from .core.member import SyncFrom
 from .core.tf_config import Membership, launch_environment
-from .errors import MembershipError
+from .coordinator import transfer
+from .errors import MembershipError, SyncError
 from .launcher import Launcher
 from .resources import Resources, SessionFactory
 
@@ -43,6 +46,7 @@ class Joiner:
         connect: SessionFactory,
         enter: Callable[[Phase, Optional[Membership]], None],
         round: int = 1,
+        previous: Optional[PreviousChief] = None,
     ) -> None:
         self._config = config
         self._res = res
@@ -50,6 +54,7 @@ class Joiner:
         self._connect = connect
         self._enter = enter
         self._round = round
+        self._previous = previous  # --sync-dir: the chief of the last round that ran
         self.session: Optional[JoinSession] = None
         self._beats: Optional[asyncio.Task] = None
         timings = config.timings
@@ -119,6 +124,8 @@ class Joiner:
                     await self._confirm(action.membership)
                 elif isinstance(action, machine.Report):
                     await self._report(action)
+                elif isinstance(action, machine.Sync):
+                    await self._sync(action.order)
                 elif isinstance(action, machine.Start):
                     self._start(action.delay, self.state.membership)
                     return action
@@ -201,21 +208,56 @@ class Joiner:
         )
         await self._launcher.arm(self._config.command, env)
         self._enter(Phase.FROZEN, membership)
+        summary = await self._scan()
         assert self.session is not None
         try:
-            await self.session.ready(membership.digest)
+            await self.session.ready(membership.digest, summary)
         except SessionLost:
             pass  # the read side reports the lost coordinator
 
     async def _report(self, report: machine.Report) -> None:
         log.info("command exited with code %d%s", report.exit_code, f" ({report.reason})" if report.reason else "")
         self._enter(Phase.FINISHED, self.state.membership)
+        summary = await self._scan() if report.exit_code == 0 and not report.reason else None
         assert self.session is not None
         try:
-            await self.session.finished(report.exit_code, report.reason)
+            await self.session.finished(report.exit_code, report.reason, summary)
         except SessionLost:
             pass  # the read side reports the lost coordinator
 
+    async def _scan(self) -> Optional[SyncSummary]:
+        """--sync-dir: this node's copy, for the coordinator to compare."""
+        if self._res.sync is None:
+            return None
+        try:
+            return (await self._res.sync.scan()).summary(self._previous)
+        except SyncError as exc:
+            log.error("--sync-dir: %s", exc)
+            return SyncSummary.failed(str(exc))
+        except OSError as exc:
+            log.error("--sync-dir %s: %s", self._res.sync.root, exc)
+            return SyncSummary.failed(f"--sync-dir {self._res.sync.root}: {exc}")
+
+    async def _sync(self, order: SyncFrom) -> None:
+        """Make the synced directory the copy `order` names, then say what this node has."""
+        assert self.session is not None and self._res.sync is not None
+        digest, error = "", ""
+        try:
+            digest = (await transfer.pull(self._res.sync, order, self._res.me, self._config.job, self._round_number)).digest
+        except SyncError as exc:
+            error = str(exc)
+            log.error("--sync-dir: %s", error)
+        except OSError as exc:
+            error = f"--sync-dir {self._res.sync.root}: {exc}"
+            log.error("%s", error)
+        try:
+            await self.session.synced(digest, error)
+        except SessionLost:
+            pass  # the read side reports the lost coordinator
+
+    @property
+    def _round_number(self) -> int:
+        return self.state.round or self._round
     def _start(self, delay: float, membership: Optional[Membership]) -> None:
         log.debug("released: starting in %.1f ms", delay * 1e3)
         self._res.reservation.release()  # the command binds the TF port next

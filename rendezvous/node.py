@@ -24,6 +24,7 @@ from typing import Awaitable, Callable, Optional, TypeVar, Union
 from .config import JoinConfig
 from .coordinator import JoinSession
 from .core.advert import Phase
+from .core.manifest import PreviousChief
 from .core.status import NodeStatus
 from .core.tf_config import Membership
 from .core.view import PeerView
@@ -80,6 +81,8 @@ class Node:
         self._stopping_reported = False
         self._tasks: set[asyncio.Task] = set()
         self._res: Resources
+        # The chief of the last round whose commands started: its --sync-dir is the real one.
+        self._previous_chief: Optional[PreviousChief] = None
 
     @property
     def view(self) -> PeerView:
@@ -187,11 +190,14 @@ class Node:
     async def _round(self, number: int) -> Union[int, RoundEnd]:
         """One round: rendezvous, run the command until the round ends; that end, or the
         exit code when a stop signal came."""
-        self._joiner = Joiner(self.config, self._res, self.launcher, self._connect, self._enter, number)
+        self._joiner = Joiner(
+            self.config, self._res, self.launcher, self._connect, self._enter, number, self._previous_chief
+        )
         try:
             end = await self._until_stopped(self._joiner.rendezvous(), self.config.timeout)
             if end is not None:
                 return end
+            self._previous_chief = PreviousChief.of(self._joiner.state.membership)  # type: ignore[arg-type]
             self._advertise(Phase.RUNNING)
             end = await self._until_stopped(self._joiner.supervise())
         except _Stopped:

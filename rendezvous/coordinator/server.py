@@ -13,6 +13,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from ..config import Timings
 from ..core import round as rounds
 from ..core.advert import PROTOCOL_VERSION
+from ..core.manifest import out_of_sync
 from ..core.peer import Peer
 from ..core.round import Action, Policy, RejectReason, Round, RoundPhase, Step
 from ..core.status import NodeStatus
@@ -21,6 +22,7 @@ from ..ports import check_port_free
 from ..v1 import rendezvous_pb2 as pb
 from ..v1 import rendezvous_pb2_grpc as pb_grpc
 from . import _wire
+from .transfer import FileSource
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         self.round = Round(job=job, expect=expect, policy=policy)
         self._outboxes: dict[str, asyncio.Queue[Optional[pb.CoordinatorMessage]]] = {}
         self._watchdog: Optional[asyncio.Task] = None
+        self.files: Optional[FileSource] = None  # --sync-dir: this node's copy, to serve
 
     @property
     def heartbeat_interval(self) -> float:
@@ -124,6 +127,14 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
             )
             self._broadcast(self._message(aborted=aborted))
             self._end_streams()
+        elif step.action is Action.BROADCAST_SYNC and state.source is not None:
+            log.info(
+                "round %d: every --sync-dir becomes the copy of %s (%s), %d of %d members differ",
+                state.number, state.source.describe(), state.source_reason,
+                len(out_of_sync(state.membership.members, state.sync, state.source_digest)),  # type: ignore[union-attr]
+                len(state.sync),
+            )
+            self._broadcast(self._message(sync_from=_wire.sync_order_to_pb(state)))
 
     def follow(self, target: Target) -> None:
         """The view changed: if someone else is now the coordinator, send everyone there."""
@@ -201,11 +212,15 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
                 self.round = rounds.heard(self.round, peer.node_id, time.monotonic())
                 kind = message.WhichOneof("body")
                 if kind == "ready":
-                    self._apply(rounds.ready(self.round, peer.node_id, message.ready.cluster_digest))
+                    sync = _wire.sync_from_pb(message.ready.sync)
+                    self._apply(rounds.ready(self.round, peer.node_id, message.ready.cluster_digest, sync))
                 elif kind == "finished":
                     done = message.finished
                     log.info("%s finished with exit code %d %s", peer.describe(), done.exit_code, done.reason)
-                    self._apply(rounds.finished(self.round, peer.node_id, done.exit_code, done.reason))
+                    sync = _wire.sync_from_pb(done.sync)
+                    self._apply(rounds.finished(self.round, peer.node_id, done.exit_code, done.reason, sync))
+                elif kind == "synced":
+                    self._apply(rounds.synced(self.round, peer.node_id, message.synced.digest, message.synced.error))
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
             pass
         outbox.put_nowait(_END)
@@ -222,6 +237,23 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
 
     async def Status(self, request: pb.StatusRequest, context: grpc.aio.ServicerContext) -> pb.StatusResponse:  # noqa: N802
         return _wire.status_to_pb(self._status())
+
+    async def GetManifest(self, request: pb.ManifestRequest, context: grpc.aio.ServicerContext) -> pb.ManifestResponse:  # noqa: N802
+        await self._check_files(request.header, context)
+        return await self.files.manifest(request, context)  # type: ignore[union-attr]
+
+    async def FetchFiles(self, request: pb.FetchRequest, context: grpc.aio.ServicerContext):  # noqa: N802
+        await self._check_files(request.header, context)
+        async for chunk in self.files.files(request, context):  # type: ignore[union-attr]
+            yield chunk
+
+    async def _check_files(self, header: pb.Header, context: grpc.aio.ServicerContext) -> None:
+        """Files go only to a node of this job, and only from a node that syncs."""
+        if self.files is None:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "this node runs without --sync-dir")
+        rejection = self._check_header(header)
+        if rejection is not None:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, rejection.rejected.message)
 
     def _check_header(self, header: pb.Header) -> Optional[pb.CoordinatorMessage]:
         if header.protocol_version != PROTOCOL_VERSION:

@@ -93,8 +93,9 @@ class FileSource:
 async def pull(sync: SyncDir, order: SyncFrom, me: Peer, job: str, round: int) -> Manifest:
     """Make `sync` the copy `order` names; the copy this node has after it. SyncError when
     it cannot (the directory is then as it was)."""
-    if order.source.node_id == me.node_id or sync.manifest.digest == order.digest:
-        return await sync.scan()
+    local = await sync.scan()
+    if order.source.node_id == me.node_id or local.digest == order.digest:
+        return local
     endpoint = order.source.endpoint
     header = _wire.header(job, round, me.node_id)
     async with grpc.aio.insecure_channel(endpoint, options=_options()) as channel:

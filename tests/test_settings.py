@@ -54,7 +54,7 @@ def test_names_of_every_option():
     assert {o.name for o in OPTIONS} == {
         "expect", "job", "command", "address", "interface", "port", "tf_port", "timeout",
         "stop_grace", "verbose", "quiet", "log_format", "timings", "max_restarts", "no_restart_on",
-        "liveness_timeout", "same_file", "allow_mismatch", "python",
+        "liveness_timeout", "same_file", "allow_mismatch", "python", "sync_dir", "sync_max_bytes",
     }
 
 

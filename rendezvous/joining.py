@@ -19,14 +19,13 @@ from .config import JoinConfig
 from .coordinator import JoinSession, SessionLost
 from .core import member as machine
 from .core.advert import Phase
-from .core.member import Member, MemberAction, MemberEvent, RoundEnd
+from .core.manifest import PreviousChief, SyncSummary
+from .core.member import Member, MemberAction, MemberEvent, RoundEnd, SyncFrom
 from .core.round import ROUND_FAILED
 from .core.peer import Peer
-from .core.manifest import PreviousChief, SyncSummary
-from .core.member import SyncFrom
 from .core.tf_config import Membership, launch_environment
 from .coordinator import transfer
-from .errors import MembershipError, SyncError
+from .errors import MembershipError
 from .launcher import Launcher
 from .resources import Resources, SessionFactory
 
@@ -229,35 +228,20 @@ class Joiner:
         """--sync-dir: this node's copy, for the coordinator to compare."""
         if self._res.sync is None:
             return None
-        try:
-            return (await self._res.sync.scan()).summary(self._previous)
-        except SyncError as exc:
-            log.error("--sync-dir: %s", exc)
-            return SyncSummary.failed(str(exc))
-        except OSError as exc:
-            log.error("--sync-dir %s: %s", self._res.sync.root, exc)
-            return SyncSummary.failed(f"--sync-dir {self._res.sync.root}: {exc}")
+        manifest, error = await self._res.sync.attempt(self._res.sync.scan())
+        return manifest.summary(self._previous) if manifest else SyncSummary.failed(error)
 
     async def _sync(self, order: SyncFrom) -> None:
         """Make the synced directory the copy `order` names, then say what this node has."""
         assert self.session is not None and self._res.sync is not None
-        digest, error = "", ""
+        round = self.state.round or self._round
+        pull = transfer.pull(self._res.sync, order, self._res.me, self._config.job, round)
+        manifest, error = await self._res.sync.attempt(pull)
         try:
-            digest = (await transfer.pull(self._res.sync, order, self._res.me, self._config.job, self._round_number)).digest
-        except SyncError as exc:
-            error = str(exc)
-            log.error("--sync-dir: %s", error)
-        except OSError as exc:
-            error = f"--sync-dir {self._res.sync.root}: {exc}"
-            log.error("%s", error)
-        try:
-            await self.session.synced(digest, error)
+            await self.session.synced(manifest.digest if manifest else "", error)
         except SessionLost:
             pass  # the read side reports the lost coordinator
 
-    @property
-    def _round_number(self) -> int:
-        return self.state.round or self._round
     def _start(self, delay: float, membership: Optional[Membership]) -> None:
         log.debug("released: starting in %.1f ms", delay * 1e3)
         self._res.reservation.release()  # the command binds the TF port next

@@ -22,7 +22,7 @@ import shutil
 import stat
 import time
 from pathlib import Path
-from typing import AsyncIterator, BinaryIO, Callable, Optional
+from typing import AsyncIterator, Awaitable, BinaryIO, Callable, Optional
 
 from .core.manifest import FileEntry, Manifest, check_path, check_size, diff, format_bytes, link_inside
 from .errors import SyncError
@@ -158,6 +158,18 @@ class SyncDir:
             except OSError:
                 continue
             self._hashes[(entry.path, st.st_size, st.st_mtime_ns, st.st_ino)] = entry.sha256
+
+    async def attempt(self, work: Awaitable[Manifest]) -> tuple[Optional[Manifest], str]:
+        """The manifest `work` gives, or why it failed: the reason the coordinator passes on
+        to every node."""
+        try:
+            return await work, ""
+        except SyncError as exc:
+            error = str(exc)
+        except OSError as exc:
+            error = f"--sync-dir {self.root}: {exc}"
+        log.error("%s", error)
+        return None, error
 
     def open(self, path: str) -> BinaryIO:
         """A file of the last scan, for a member that fetches it."""

@@ -7,6 +7,7 @@ Writes OUT/<rank>-<round>.json: {"rank", "round", "files": {path: sha256}}. MODE
 `chief-writes`: worker 0 then changes DIR (a new file, the `old*` ones removed), as a chief
 writing its last checkpoint would. `round-1-fails`: in round 1, worker 0 writes a checkpoint
 and waits; worker 2 writes a newer throw-away file and exits 3; later rounds exit 0.
+`round-1-hangs`: the same, but worker 2 waits too (the test makes the fault).
 """
 
 import hashlib
@@ -35,11 +36,12 @@ if mode == "chief-writes" and rank == 0:
     put("chief/final.txt", "written by the chief at the end\n")
     for p in root.rglob("old*"):
         p.unlink()
-if mode == "round-1-fails" and round_ == 1:
+if mode in ("round-1-fails", "round-1-hangs") and round_ == 1:
     if rank == 0:
         put("chief/ckpt-1", "the real checkpoint\n")
-        time.sleep(60)
     if rank == 2:
         time.sleep(0.5)
         put("workertemp_2/ckpt-1", "a throw-away copy, newer\n")
-        sys.exit(3)
+        if mode == "round-1-fails":
+            sys.exit(3)
+    time.sleep(60)

@@ -16,10 +16,12 @@ from test_training_rendezvous import children, results, wait_for_epoch
 pytestmark = [pytest.mark.netns, pytest.mark.training]
 
 
-def test_the_chiefs_trainer_killed_in_epoch_3_resumes_everywhere_from_its_backup(make_network, tmp_path):
-    """The chief alone writes the real checkpoint: after its trainer is killed, the next round
-    gives every host the chief's files, so every worker resumes from the saved epoch (not 0)
-    and all end with the same weights; after the job, every directory is the chief's."""
+@pytest.mark.parametrize("victim", [0, 1], ids=["chief", "worker"])
+def test_a_trainer_killed_in_epoch_3_resumes_everywhere_from_the_chiefs_backup(make_network, tmp_path, victim):
+    """The chief alone writes the real checkpoint: after a trainer is killed (the chief's or
+    another's), the next round gives every host the chief's files, so every worker resumes
+    from the saved epoch (not 0) and all end with the same weights; after the job, every
+    directory is the chief's."""
     net = make_network(3)
     job = f"s-{secrets.token_hex(4)}"
     peers = []
@@ -33,7 +35,7 @@ def test_the_chiefs_trainer_killed_in_epoch_3_resumes_everywhere_from_its_backup
         ]
         peers.append(start_peer(argv, tmp_path, host.name, popen=host.popen))
     wait_for_epoch(peers, "epoch 2/4")
-    (trainer,) = children(peers[0].proc.pid)  # host 0 has the lowest address: the chief
+    (trainer,) = children(peers[victim].proc.pid)  # host 0 has the lowest address: the chief
     os.kill(trainer, signal.SIGKILL)
     for peer in peers:
         assert peer.wait(timeout=400) == 0, peer.log

@@ -132,6 +132,7 @@ class Node:
                 await self._res.start(self.config)
                 self.reporter.ready()
                 self.reporter.update(self.status())
+                self._previous_chief = self._res.sync.load_chief() if self._res.sync else None
                 return await self._rounds()
             finally:
                 await self._shutdown()
@@ -197,13 +198,19 @@ class Node:
             end = await self._until_stopped(self._joiner.rendezvous(), self.config.timeout)
             if end is not None:
                 return end
-            self._previous_chief = PreviousChief.of(self._joiner.state.membership)  # type: ignore[arg-type]
+            self._started(self._joiner.state.membership)  # type: ignore[arg-type]
             self._advertise(Phase.RUNNING)
             end = await self._until_stopped(self._joiner.supervise())
         except _Stopped:
             code = await self.launcher.stop(self.config.stop_grace)
             return code if self.launcher.pid else 128 + (self._stop_signal or signal.SIGTERM)
         return end
+
+    def _started(self, membership: Membership) -> None:
+        """Remember the chief of this round: its --sync-dir is the real one next round."""
+        self._previous_chief = PreviousChief.of(membership, time.time_ns())
+        if self._res.sync is not None:
+            self._res.sync.remember_chief(self._previous_chief)
 
     def _next_round(self, number: int) -> None:
         """A fresh launcher and the TF port held again, for the same advert."""

@@ -14,7 +14,9 @@ A failure before the renames leaves DIR as it was. Blocking work runs in a threa
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
+import json
 import logging
 import os
 import secrets
@@ -24,7 +26,16 @@ import time
 from pathlib import Path
 from typing import AsyncIterator, Awaitable, BinaryIO, Callable, Optional
 
-from .core.manifest import FileEntry, Manifest, check_path, check_size, diff, format_bytes, link_inside
+from .core.manifest import (
+    FileEntry,
+    Manifest,
+    PreviousChief,
+    check_path,
+    check_size,
+    diff,
+    format_bytes,
+    link_inside,
+)
 from .errors import SyncError
 
 log = logging.getLogger(__name__)
@@ -158,6 +169,32 @@ class SyncDir:
             except OSError:
                 continue
             self._hashes[(entry.path, st.st_size, st.st_mtime_ns, st.st_ino)] = entry.sha256
+
+    # -- who wrote the real copy, across restarts of the daemon ----------------------------
+
+    @property
+    def _chief_file(self) -> Path:
+        return self.root.parent / f".{self.root.name}.rendezvous-chief"
+
+    def remember_chief(self, chief: PreviousChief) -> None:
+        """Kept beside the directory, so that a daemon started again (all of them, after a
+        power cut) still knows whose copy is the real one."""
+        try:
+            self._chief_file.parent.mkdir(parents=True, exist_ok=True)
+            temporary = self._chief_file.with_suffix(".tmp")
+            temporary.write_text(json.dumps(dataclasses.asdict(chief)))
+            os.replace(temporary, self._chief_file)
+        except OSError as exc:
+            log.warning("cannot remember the chief in %s: %s", self._chief_file, exc)
+
+    def load_chief(self) -> Optional[PreviousChief]:
+        try:
+            return PreviousChief(**json.loads(self._chief_file.read_text()))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, TypeError) as exc:
+            log.warning("ignoring %s: %s", self._chief_file, exc)
+            return None
 
     async def attempt(self, work: Awaitable[Manifest]) -> tuple[Optional[Manifest], str]:
         """The manifest `work` gives, or why it failed: the reason the coordinator passes on

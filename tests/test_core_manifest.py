@@ -188,6 +188,16 @@ def test_the_latest_round_remembered_names_the_chief():
     assert choose_source([a, b], s).source == b
 
 
+def test_a_later_run_counts_over_a_higher_round_of_an_earlier_one():
+    """A node that missed the last run remembers round 5 of the one before: the round 1
+    the others ran since, started later, names the chief."""
+    a, b = peer(1), peer(2)
+    stale = PreviousChief(a.node_id, str(a.address), 5, started_ns=1_000)
+    recent = PreviousChief(b.node_id, str(b.address), 1, started_ns=2_000)
+    s = summaries((a, summary(9, previous=stale)), (b, summary(5, previous=recent)))
+    assert choose_source([a, b], s).source == b
+
+
 def test_a_previous_chief_with_an_empty_copy_or_gone_gives_the_newest_content():
     a, b, c = peer(1), peer(2), peer(3)
     empty_chief = PreviousChief(a.node_id, str(a.address), 1)
@@ -220,7 +230,7 @@ def test_out_of_sync_lists_the_members_to_update():
 
 def test_previous_chief_of_a_membership_is_worker_0():
     a, b = peer(1), peer(2)
-    assert PreviousChief.of(Membership("j", 3, (a, b))) == PreviousChief(a.node_id, "10.0.0.1", 3)
+    assert PreviousChief.of(Membership("j", 3, (a, b)), 42) == PreviousChief(a.node_id, "10.0.0.1", 3, 42)
 
 
 def test_a_failed_summary_carries_only_its_reason():

@@ -7,6 +7,7 @@ import json
 import os
 import secrets
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -22,9 +23,9 @@ def job() -> str:
     return f"sync-{secrets.token_hex(4)}"
 
 
-def start(tmp_path: Path, job: str, index: int, options=(), mode: str = "", env=None):
+def start(tmp_path: Path, job: str, index: int, options=(), mode: str = "", env=None, out: str = "out"):
     """Node `index` on ADDRESSES[index] (0 is the chief), syncing tmp_path/dir-<index>."""
-    root, out = tmp_path / f"dir-{index}", tmp_path / "out"
+    root, out = tmp_path / f"dir-{index}", tmp_path / out
     out.mkdir(exist_ok=True)
     argv = join_argv(3, job, out, address=ADDRESSES[index], options=[*FAST, "--sync-dir", str(root), *options],
                      command=[sys.executable, str(COMMAND), str(root), str(out), mode])
@@ -43,8 +44,8 @@ def listing(root: Path) -> dict[str, str]:
             for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def records(tmp_path: Path, round_: int) -> list[dict]:
-    found = [json.loads(p.read_text()) for p in (tmp_path / "out").glob(f"*-{round_}.json")]
+def records(tmp_path: Path, round_: int, out: str = "out") -> list[dict]:
+    found = [json.loads(p.read_text()) for p in (tmp_path / out).glob(f"*-{round_}.json")]
     return sorted(found, key=lambda r: r["rank"])
 
 
@@ -75,6 +76,25 @@ def test_after_a_failure_the_previous_chiefs_copy_wins_over_newer_ones(tmp_path,
     assert "chief of the previous round" in peers[0].log, peers[0].log
     second = records(tmp_path, 2)
     assert [sorted(r["files"]) for r in second] == [["chief/ckpt-1"]] * 3, second
+
+
+def test_after_every_daemon_was_killed_the_chiefs_copy_still_wins(tmp_path, job):
+    """A power cut: the chief's checkpoint and a newer throw-away copy elsewhere. Started
+    again, no daemon remembers the last round in memory, but each kept its chief beside its
+    directory."""
+    first = [start(tmp_path, job, i, mode="round-1-hangs") for i in range(3)]
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "dir-2" / "workertemp_2" / "ckpt-1").exists():
+        assert time.monotonic() < deadline, first[0].log
+        time.sleep(0.05)
+    for peer in first:
+        peer.proc.kill()
+        peer.proc.wait()
+    again = [start(tmp_path, f"{job}-again", i, out="out-again") for i in range(3)]
+    for peer in again:
+        assert peer.wait() == 0, peer.log
+    assert "chief of the previous round" in again[0].log, again[0].log
+    assert [sorted(r["files"]) for r in records(tmp_path, 1, "out-again")] == [["chief/ckpt-1"]] * 3
 
 
 def test_a_corrupted_chunk_fails_the_round_and_the_next_one_syncs(tmp_path, job):

@@ -182,3 +182,15 @@ def test_a_source_of_another_job_or_without_sync_dir_serves_nothing(tmp_path):
     with pytest.raises(SyncError, match="FAILED_PRECONDITION this node runs without --sync-dir"):
         run(pull_from(tmp_path / "src", tmp_path / "dest", files=False))
     assert not (tmp_path / "dest").exists()
+
+
+def test_the_chief_is_remembered_beside_the_directory(tmp_path):
+    from rendezvous.core.manifest import PreviousChief
+
+    chief = PreviousChief("abcdef012345", "10.0.0.9", 3, 1_700_000_000_000_000_000)
+    SyncDir(tmp_path / "ckpt", 1).remember_chief(chief)
+    assert SyncDir(tmp_path / "ckpt", 1).load_chief() == chief
+    assert os.listdir(tmp_path) == [".ckpt.rendezvous-chief"]  # not inside: DIR is the user's
+    assert SyncDir(tmp_path / "other", 1).load_chief() is None
+    (tmp_path / ".ckpt.rendezvous-chief").write_text("{not json")
+    assert SyncDir(tmp_path / "ckpt", 1).load_chief() is None

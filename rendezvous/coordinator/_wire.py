@@ -169,7 +169,9 @@ def sync_to_pb(summary: Optional[SyncSummary]) -> Optional[pb.SyncState]:
     )
     if summary.previous is not None:
         p = summary.previous
-        state.previous.CopyFrom(pb.PreviousChief(node_id=p.node_id, address=p.address, round=p.round))
+        state.previous.CopyFrom(
+            pb.PreviousChief(node_id=p.node_id, address=p.address, round=p.round, started_unix_ns=p.started_ns)
+        )
     return state
 
 
@@ -178,7 +180,7 @@ def sync_from_pb(message: pb.SyncState) -> Optional[SyncSummary]:
     if not message.digest:
         return SyncSummary.failed(message.error) if message.error else None
     p = message.previous
-    previous = PreviousChief(p.node_id, p.address, p.round) if p.node_id else None
+    previous = PreviousChief(p.node_id, p.address, p.round, p.started_unix_ns) if p.node_id else None
     return SyncSummary(message.digest, message.files, message.total_bytes, message.newest_mtime_ns, previous)
 
 

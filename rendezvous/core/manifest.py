@@ -159,17 +159,19 @@ def diff(local: Manifest, source: Manifest) -> Diff:
 
 @dataclass(frozen=True)
 class PreviousChief:
-    """Who was worker 0 of the last round this node ran a command in. The address is what
-    finds it again after its daemon restarted (a new node id, the same files)."""
+    """Who was worker 0 of the last round this node ran a command in, and when it started
+    (unix ns, by this node's clock: rounds of different runs compare by it). The address is
+    what finds it again after its daemon restarted (a new node id, the same files)."""
 
     node_id: str
     address: str
     round: int
+    started_ns: int = 0
 
     @classmethod
-    def of(cls, membership: Membership) -> "PreviousChief":
+    def of(cls, membership: Membership, started_ns: int) -> "PreviousChief":
         chief = membership.members[0]
-        return cls(chief.node_id, str(chief.address), membership.round)
+        return cls(chief.node_id, str(chief.address), membership.round, started_ns)
 
 
 @dataclass(frozen=True)
@@ -194,7 +196,7 @@ def _previous_chief(members: Sequence[Peer], summaries: Mapping[str, SyncSummary
     reports = [s.previous for s in summaries.values() if s.previous is not None]
     if not reports:
         return None
-    latest = max(reports, key=lambda p: p.round)
+    latest = max(reports, key=lambda p: (p.started_ns, p.round))
     by_id = [m for m in members if m.node_id == latest.node_id]
     by_address = [m for m in members if str(m.address) == latest.address]
     found = by_id or (by_address if len(by_address) == 1 else [])

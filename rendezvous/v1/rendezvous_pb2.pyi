@@ -267,14 +267,16 @@ class StatusResponse(_message.Message):
     def __init__(self_, header: _Optional[_Union[Header, _Mapping]] = ..., self: _Optional[_Union[Peer, _Mapping]] = ..., phase: _Optional[str] = ..., expect: _Optional[int] = ..., coordinator: _Optional[_Union[Peer, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., tf_config: _Optional[str] = ..., rank: _Optional[int] = ..., seen: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., trainer_pid: _Optional[int] = ..., trainer_uptime_seconds: _Optional[float] = ..., exit_code: _Optional[int] = ..., fingerprint: _Optional[_Union[Fingerprint, _Mapping]] = ..., tensorflow: _Optional[_Mapping[str, str]] = ..., gpus: _Optional[_Mapping[str, str]] = ..., preflight: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PreviousChief(_message.Message):
-    __slots__ = ("node_id", "address", "round")
+    __slots__ = ("node_id", "address", "round", "started_unix_ns")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
+    STARTED_UNIX_NS_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     address: str
     round: int
-    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., round: _Optional[int] = ...) -> None: ...
+    started_unix_ns: int
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., round: _Optional[int] = ..., started_unix_ns: _Optional[int] = ...) -> None: ...
 
 class SyncState(_message.Message):
     __slots__ = ("digest", "files", "total_bytes", "newest_mtime_ns", "previous", "error")

@@ -15,6 +15,7 @@ from grpc_health.v1 import health
 from rendezvous.config import Timings
 from rendezvous.coordinator import CoordinatorService, bind_server, serve
 from rendezvous.coordinator import transfer
+from rendezvous.core.manifest import FileEntry, Manifest, PreviousChief, SyncSummary
 from rendezvous.core.member import SyncFrom
 from rendezvous.core.peer import Peer
 from rendezvous.errors import SyncError
@@ -185,8 +186,6 @@ def test_a_source_of_another_job_or_without_sync_dir_serves_nothing(tmp_path):
 
 
 def test_the_chief_is_remembered_beside_the_directory(tmp_path):
-    from rendezvous.core.manifest import PreviousChief
-
     chief = PreviousChief("abcdef012345", "10.0.0.9", 3, 1_700_000_000_000_000_000)
     SyncDir(tmp_path / "ckpt", 1).remember_chief(chief)
     assert SyncDir(tmp_path / "ckpt", 1).load_chief() == chief
@@ -194,3 +193,27 @@ def test_the_chief_is_remembered_beside_the_directory(tmp_path):
     assert SyncDir(tmp_path / "other", 1).load_chief() is None
     (tmp_path / ".ckpt.rendezvous-chief").write_text("{not json")
     assert SyncDir(tmp_path / "ckpt", 1).load_chief() is None
+
+
+@pytest.mark.parametrize("summary", [
+    None,
+    SyncSummary("d" * 64, 3, 300, 7),
+    SyncSummary("d" * 64, 3, 300, 7, PreviousChief("abcdef012345", "10.0.0.9", 2, 99)),
+    SyncSummary.failed("holds 30 GB"),
+])
+def test_a_copys_summary_survives_the_wire(summary):
+    from rendezvous.coordinator import _wire
+    from rendezvous.v1 import rendezvous_pb2 as pb
+
+    sent = _wire.sync_to_pb(summary)
+    assert _wire.sync_from_pb(sent if sent is not None else pb.SyncState()) == summary
+
+
+def test_a_manifest_survives_the_wire_and_an_escaping_path_does_not():
+    from rendezvous.coordinator import _wire
+    from rendezvous.v1 import rendezvous_pb2 as pb
+
+    manifest = Manifest.of([FileEntry("a/b", 3, 5, "x" * 64), FileEntry("c", 0, 6, "y" * 64)])
+    assert _wire.manifest_from_pb(_wire.manifest_to_pb(manifest)) == manifest
+    with pytest.raises(SyncError, match="could escape"):
+        _wire.manifest_from_pb([pb.FileEntry(path="../../etc/passwd", size=1, sha256="z")])

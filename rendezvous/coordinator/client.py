@@ -9,6 +9,7 @@ from typing import Optional, Sequence
 
 import grpc
 
+from ..core.manifest import SyncSummary
 from ..core.member import (
     Aborted,
     Completed,
@@ -21,7 +22,6 @@ from ..core.member import (
     SyncFrom,
     Waiting,
 )
-from ..core.manifest import SyncSummary
 from ..core.peer import Peer
 from ..core.preflight import Fingerprint
 from ..core.status import NodeStatus

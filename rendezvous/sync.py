@@ -151,12 +151,18 @@ class SyncDir:
             os.utime(target, ns=(entry.mtime_ns, entry.mtime_ns))
 
     def _swap(self, staging: Path) -> None:
+        """The staged copy becomes the root; the old root is put back if it cannot."""
         old = None
         if self.root.exists():
             os.chmod(staging, stat.S_IMODE(self.root.stat().st_mode))
             old = self.root.parent / f".{self.root.name}.rendezvous-old-{secrets.token_hex(4)}"
             os.rename(self.root, old)
-        os.rename(staging, self.root)
+        try:
+            os.rename(staging, self.root)
+        except OSError:
+            if old is not None:
+                os.rename(old, self.root)
+            raise
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
 

@@ -217,3 +217,21 @@ def test_a_manifest_survives_the_wire_and_an_escaping_path_does_not():
     assert _wire.manifest_from_pb(_wire.manifest_to_pb(manifest)) == manifest
     with pytest.raises(SyncError, match="could escape"):
         _wire.manifest_from_pb([pb.FileEntry(path="../../etc/passwd", size=1, sha256="z")])
+
+
+def test_a_swap_that_fails_half_way_puts_the_old_directory_back(tmp_path, monkeypatch):
+    write(tmp_path / "src", CHECKPOINT)
+    stale = {"chief/checkpoint": b"model_checkpoint_path: ckpt-1\n"}
+    write(tmp_path / "dest", stale)
+    rename = os.rename
+
+    def failing(src, dst):
+        if ".rendezvous-" in str(src) and "-old-" not in str(src):
+            raise OSError(28, "No space left on device")
+        rename(src, dst)
+
+    monkeypatch.setattr("rendezvous.sync.os.rename", failing)
+    with pytest.raises(OSError, match="No space left"):
+        run(pull_from(tmp_path / "src", tmp_path / "dest"))
+    assert contents(tmp_path / "dest") == stale
+    assert sorted(os.listdir(tmp_path)) == ["dest", "src"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rendezvous.core.manifest import (
     Diff,
@@ -236,3 +238,23 @@ def test_previous_chief_of_a_membership_is_worker_0():
 def test_a_failed_summary_carries_only_its_reason():
     failed = SyncSummary.failed("over the limit")
     assert (failed.digest, failed.files, failed.error) == ("", 0, "over the limit")
+
+
+entries = st.dictionaries(
+    st.sampled_from(["a", "b", "c/d", "c/e", "f"]),
+    st.tuples(st.sampled_from(["x", "yy"]), st.integers(1, 3)),
+)
+
+
+@given(entries, entries)
+def test_diff_turns_any_copy_into_the_source(local_files, source_files):
+    local = Manifest.of(entry(p, c, m) for p, (c, m) in local_files.items())
+    source = Manifest.of(entry(p, c, m) for p, (c, m) in source_files.items())
+    d = diff(local, source)
+    mine = local.by_path()
+    assert sorted(f.path for f in d.keep + d.copy + d.fetch) == sorted(source_files)
+    assert set(d.delete) == set(local_files) - set(source_files)
+    assert all(mine[f.path] == f for f in d.keep)
+    assert all(mine[f.path].same_content(f) and mine[f.path] != f for f in d.copy)
+    assert all(f.path not in mine or not mine[f.path].same_content(f) for f in d.fetch)
+    assert d.empty == (local.digest == source.digest)

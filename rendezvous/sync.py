@@ -71,11 +71,12 @@ class SyncDir:
 
     def _scan(self) -> Manifest:
         """Every regular file under the root (a missing root is an empty one); SyncError for
-        a symlink out of it, a symlinked directory, or a total over the limit."""
+        a symlink out of it, a symlinked directory, or a total over the limit (before any
+        file is read)."""
         if not self.root.is_dir():
             return Manifest()
         real_root = os.path.realpath(self.root)
-        entries = []
+        found = []
         for dirpath, dirnames, filenames in os.walk(self.root):
             for name in dirnames + filenames:
                 full = os.path.join(dirpath, name)
@@ -84,10 +85,12 @@ class SyncDir:
             for name in filenames:
                 full = os.path.join(dirpath, name)
                 rel = check_path(os.path.relpath(full, self.root).replace(os.sep, "/"))
-                entries.append(self._entry(full, rel))
-        manifest = Manifest.of(entries)
-        check_size(manifest.total_bytes, self.max_bytes, f"--sync-dir {self.root}")
-        return manifest
+                found.append((full, rel, _regular(full)))
+        check_size(sum(st.st_size for _, _, st in found), self.max_bytes, f"--sync-dir {self.root}")
+        hashes: dict[tuple[str, int, int, int], str] = {}  # only the files there now
+        entries = [self._entry(full, rel, st, hashes) for full, rel, st in found]
+        self._hashes = hashes
+        return Manifest.of(entries)
 
     def _check_link(self, full: str, real_root: str, is_dir: bool) -> None:
         target = os.path.realpath(full)
@@ -96,14 +99,10 @@ class SyncDir:
         if is_dir:
             raise SyncError(f"{full} is a symlink to a directory: only files and real directories are synced")
 
-    def _entry(self, full: str, rel: str) -> FileEntry:
-        st = os.stat(full)
-        if not stat.S_ISREG(st.st_mode):
-            raise SyncError(f"{full} is not a regular file: only files and directories are synced")
+    def _entry(self, full: str, rel: str, st: os.stat_result, hashes: dict) -> FileEntry:
         key = (rel, st.st_size, st.st_mtime_ns, st.st_ino)
-        digest = self._hashes.get(key) or _hash_file(full)
-        self._hashes[key] = digest
-        return FileEntry(rel, st.st_size, st.st_mtime_ns, digest)
+        hashes[key] = self._hashes.get(key) or _hash_file(full)
+        return FileEntry(rel, st.st_size, st.st_mtime_ns, hashes[key])
 
     # -- becoming a copy of another member's ------------------------------------------------
 
@@ -217,6 +216,13 @@ class SyncDir:
     def open(self, path: str) -> BinaryIO:
         """A file of the last scan, for a member that fetches it."""
         return open(self.root / check_path(path), "rb")
+
+
+def _regular(full: str) -> os.stat_result:
+    st = os.stat(full)
+    if not stat.S_ISREG(st.st_mode):
+        raise SyncError(f"{full} is not a regular file: only files and directories are synced")
+    return st
 
 
 def _target(staging: Path, path: str) -> Path:

@@ -19,6 +19,7 @@ from rendezvous.core.manifest import FileEntry, Manifest, PreviousChief, SyncSum
 from rendezvous.core.member import SyncFrom
 from rendezvous.core.peer import Peer
 from rendezvous.errors import SyncError
+from rendezvous import sync as sync_module
 from rendezvous.sync import CHUNK, SyncDir
 
 JOB = "sync-test"
@@ -235,3 +236,22 @@ def test_a_swap_that_fails_half_way_puts_the_old_directory_back(tmp_path, monkey
         run(pull_from(tmp_path / "src", tmp_path / "dest"))
     assert contents(tmp_path / "dest") == stale
     assert sorted(os.listdir(tmp_path)) == ["dest", "src"]
+
+
+def test_a_fifo_is_refused(tmp_path):
+    (tmp_path / "d").mkdir()
+    os.mkfifo(tmp_path / "d" / "pipe")
+    with pytest.raises(SyncError, match="not a regular file"):
+        run(SyncDir(tmp_path / "d", 1 << 20).scan())
+
+
+def test_a_second_scan_reads_only_the_files_that_changed(tmp_path, monkeypatch):
+    write(tmp_path / "d", {"a": b"a", "b": b"b"})
+    sync = SyncDir(tmp_path / "d", 1 << 20)
+    first = run(sync.scan())
+    read = []
+    hash_file = sync_module._hash_file
+    monkeypatch.setattr(sync_module, "_hash_file", lambda path: read.append(path) or hash_file(path))
+    assert run(sync.scan()) == first and read == []
+    write(tmp_path / "d", {"b": b"changed"}, mtime_ns=1_800_000_000 * 10**9)
+    assert run(sync.scan()) != first and read == [str(tmp_path / "d" / "b")]

@@ -224,6 +224,16 @@ def _interpreter_problem(value: object) -> Optional[str]:
     if value is None or (isinstance(value, str) and value):
         return None
     return f"must be the path of a Python interpreter, got {value!r}"
+def _sync_dir_problem(value: object) -> Optional[str]:
+    if value is None or (isinstance(value, str) and value and "\0" not in value):
+        return None
+    return f"must be a directory path, got {value!r}"
+
+
+def _bytes_problem(value: object) -> Optional[str]:
+    if _is_whole(value) and value > 0:  # type: ignore[operator]
+        return None
+    return f"must be a positive whole number of bytes, got {value!r}"
 
 
 def _timings_problem(value: object) -> Optional[str]:
@@ -405,6 +415,13 @@ OPTIONS: tuple[Option, ...] = (
            help="the interpreter the command runs, whose Python and TensorFlow versions are "
                 "compared (default: the command's, when it starts with python or a script run "
                 "by one; else the one running rendezvous)"),
+    Option("sync_dir", Kind.TEXT, _sync_dir_problem, None, group="launch", metavar="DIR",
+           help="before every launch, make DIR on every node a copy of the newest one (the one "
+                "the previous round's chief wrote), and after the job succeeds, of the chief's: "
+                "point the command's checkpoints (e.g. the trainer's --backup-dir) at DIR to "
+                "resume without shared storage"),
+    Option("sync_max_bytes", Kind.WHOLE, _bytes_problem, 20 << 30, group="launch", metavar="BYTES",
+           help="refuse to sync a --sync-dir holding more than this (default: 21474836480, 20 GiB)"),
     Option("verbose", Kind.COUNT, _verbose_problem, 0, group="output", short="-v",
            help="more log output: -v debug lines, -vv also zeroconf's and gRPC's (at most -vv: "
                 "more is an error)"),

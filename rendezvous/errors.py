@@ -58,3 +58,10 @@ class NoDaemonError(RendezvousError):
     """`rendezvous status` found no running daemon here, or none that answered."""
 
     exit_code = 7
+
+
+class SyncError(RendezvousError):
+    """`--sync-dir` could not make the directory identical to the source's: the round
+    fails (and restarts) with this reason; the directory is left as it was."""
+
+    exit_code = 6

@@ -20,12 +20,14 @@ from .config import JoinConfig
 from .coordinator import JoinSession, SessionLost, fetch_status
 from .core import member as machine
 from .core.advert import Phase
-from .core.member import Member, MemberAction, MemberEvent, RoundEnd
+from .core.manifest import PreviousChief, SyncSummary
+from .core.member import Member, MemberAction, MemberEvent, RoundEnd, SyncFrom
 from .core.round import ROUND_FAILED
 from .core.peer import Peer
 from .core.progress import VARIABLE as PROGRESS_VARIABLE
 from .core.progress import Progress
 from .core.tf_config import Membership, launch_environment
+from .coordinator import transfer
 from .errors import MembershipError, NoDaemonError
 from .launcher import Launcher
 from .progress import ProgressFollower, create_progress_file
@@ -47,6 +49,7 @@ class Joiner:
         connect: SessionFactory,
         enter: Callable[[Phase, Optional[Membership]], None],
         round: int = 1,
+        previous: Optional[PreviousChief] = None,
         on_progress: Callable[[Progress], None] = lambda progress: None,
     ) -> None:
         self._config = config
@@ -55,6 +58,7 @@ class Joiner:
         self._connect = connect
         self._enter = enter
         self._round = round
+        self._previous = previous  # --sync-dir: the chief of the last round that ran
         self.session: Optional[JoinSession] = None
         self._beats: Optional[asyncio.Task] = None
         self._on_progress = on_progress
@@ -138,6 +142,8 @@ class Joiner:
                     await self._confirm(action.membership)
                 elif isinstance(action, machine.Report):
                     await self._report(action)
+                elif isinstance(action, machine.Sync):
+                    await self._sync(action.order)
                 elif isinstance(action, machine.Start):
                     self._start(action.delay, self.state.membership)
                     return action
@@ -233,18 +239,38 @@ class Joiner:
         )
         await self._launcher.arm(self._config.command, env)
         self._enter(Phase.FROZEN, membership)
+        summary = await self._scan()
         assert self.session is not None
         try:
-            await self.session.ready(membership.digest)
+            await self.session.ready(membership.digest, summary)
         except SessionLost:
             pass  # the read side reports the lost coordinator
 
     async def _report(self, report: machine.Report) -> None:
         log.info("command exited with code %d%s", report.exit_code, f" ({report.reason})" if report.reason else "")
         self._enter(Phase.FINISHED, self.state.membership)
+        summary = await self._scan() if report.exit_code == 0 and not report.reason else None
         assert self.session is not None
         try:
-            await self.session.finished(report.exit_code, report.reason)
+            await self.session.finished(report.exit_code, report.reason, summary)
+        except SessionLost:
+            pass  # the read side reports the lost coordinator
+
+    async def _scan(self) -> Optional[SyncSummary]:
+        """--sync-dir: this node's copy, for the coordinator to compare."""
+        if self._res.sync is None:
+            return None
+        manifest, error = await self._res.sync.attempt(self._res.sync.scan())
+        return manifest.summary(self._previous) if manifest else SyncSummary.failed(error)
+
+    async def _sync(self, order: SyncFrom) -> None:
+        """Make the synced directory the copy `order` names, then say what this node has."""
+        assert self.session is not None and self._res.sync is not None
+        round = self.state.round or self._round
+        pull = transfer.pull(self._res.sync, order, self._res.me, self._config.job, round)
+        manifest, error = await self._res.sync.attempt(pull)
+        try:
+            await self.session.synced(manifest.digest if manifest else "", error)
         except SessionLost:
             pass  # the read side reports the lost coordinator
 

@@ -24,6 +24,7 @@ from typing import Awaitable, Callable, Optional, TypeVar, Union
 from .config import JoinConfig
 from .coordinator import JoinSession
 from .core.advert import Phase
+from .core.manifest import PreviousChief
 from .core.status import NodeStatus
 from .core.tf_config import Membership
 from .core.view import PeerView
@@ -82,6 +83,8 @@ class Node:
         self._tasks: set[asyncio.Task] = set()
         self._res: Resources
         self._rendezvous_seconds: Optional[float] = None
+        # The chief of the last round whose commands started: its --sync-dir is the real one.
+        self._previous_chief: Optional[PreviousChief] = None
 
     @property
     def view(self) -> PeerView:
@@ -135,6 +138,7 @@ class Node:
                 await self._res.start(self.config)
                 self.reporter.ready()
                 self.reporter.update(self.status())
+                self._previous_chief = self._res.sync.load_chief() if self._res.sync else None
                 return await self._rounds()
             finally:
                 await self._shutdown()
@@ -196,7 +200,7 @@ class Node:
         """One round: rendezvous, run the command until the round ends; that end, or the
         exit code when a stop signal came."""
         self._joiner = Joiner(
-            self.config, self._res, self.launcher, self._connect, self._enter, number,
+            self.config, self._res, self.launcher, self._connect, self._enter, number, self._previous_chief,
             on_progress=lambda progress: self.reporter.update(self.status()),
         )
         began = time.monotonic()
@@ -205,12 +209,19 @@ class Node:
             if end is not None:
                 return end
             self._rendezvous_seconds = time.monotonic() - began
+            self._started(self._joiner.state.membership)  # type: ignore[arg-type]
             self._advertise(Phase.RUNNING)
             end = await self._until_stopped(self._joiner.supervise())
         except _Stopped:
             code = await self.launcher.stop(self.config.stop_grace)
             return code if self.launcher.pid else 128 + (self._stop_signal or signal.SIGTERM)
         return end
+
+    def _started(self, membership: Membership) -> None:
+        """Remember the chief of this round: its --sync-dir is the real one next round."""
+        self._previous_chief = PreviousChief.of(membership, time.time_ns())
+        if self._res.sync is not None:
+            self._res.sync.remember_chief(self._previous_chief)
 
     def _next_round(self, number: int) -> None:
         """A fresh launcher and the TF port held again, for the same advert."""

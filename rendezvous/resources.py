@@ -25,6 +25,7 @@ from . import runtime
 from .address import choose_address
 from .config import JoinConfig
 from .coordinator import CoordinatorService, JoinSession, bind_server, serve
+from .coordinator.transfer import FileSource
 from .core.advert import Advert
 from .core.peer import Peer
 from .core.preflight import Fingerprint, Mismatch
@@ -36,6 +37,7 @@ from .discovery import Discovery, DiscoveryEvent, DiscoveryFactory
 from .errors import AddressError
 from .launcher import check_command
 from .ports import PortReservation
+from .sync import SyncDir
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,7 @@ class Resources:
     on_view: Callable[[], None]  # after every change of the view
     policy: Policy  # when a failed round is the last
     fingerprint: Optional[Fingerprint] = None  # what the command runs with, taken at startup
+    sync: Optional[SyncDir] = None  # --sync-dir
     registration: Optional[Path] = None
     view_changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -130,9 +133,12 @@ def bind_resources(
         me, config.job, config.expect, target, status, config.timings, config.liveness_timeout, policy,
         config.settle,
     )
+    sync = SyncDir(Path(config.sync_dir), config.sync_max_bytes) if config.sync_dir else None
+    service.files = FileSource(sync) if sync else None
     discovery = make_discovery(address, view.me, on_discovery)
     resources = Resources(
-        me, view, reservation, server, health.aio.HealthServicer(), service, discovery, on_view, policy, fingerprint
+        me, view, reservation, server, health.aio.HealthServicer(), service, discovery, on_view, policy,
+        fingerprint, sync,
     )
     return resources
 

@@ -58,11 +58,12 @@ class Peer:
 
 
 def start_peer(
-    argv: list[str], log_dir: Path, name: str, popen: Callable[..., subprocess.Popen] = subprocess.Popen
+    argv: list[str], log_dir: Path, name: str, popen: Callable[..., subprocess.Popen] = subprocess.Popen,
+    extra_env: Optional[dict[str, str]] = None,
 ) -> Peer:
     log_path = log_dir / f"{name}.log"
     out = open(log_path, "wb")
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(extra_env or {})}
     # where the daemon registers for `rendezvous status`: the test's, not the machine's
     env.setdefault("RENDEZVOUS_RUNTIME_DIR", str(log_dir / "run"))
     proc = popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)

@@ -75,13 +75,13 @@ class ScriptedSession:
     async def join(self) -> None:
         self.sent.append("join")
 
-    async def ready(self, digest: str) -> None:
+    async def ready(self, digest: str, sync=None) -> None:
         self.sent.append(("ready", digest))
 
     async def heartbeat(self) -> None:
         pass
 
-    async def finished(self, code: int, reason: str = "") -> None:
+    async def finished(self, code: int, reason: str = "", sync=None) -> None:
         self.sent.append(("finished", code, reason))
 
     async def receive(self):
@@ -133,7 +133,7 @@ def test_two_nodes_in_one_process_run_their_commands_with_one_list(tmp_path):
 class LyingSession(JoinSession):
     """Confirms the frozen list with a digest of its own making."""
 
-    async def ready(self, digest: str) -> None:
+    async def ready(self, digest: str, sync=None) -> None:
         await super().ready("0" * 64)
 
 

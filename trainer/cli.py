@@ -165,7 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "workers, such as start-up tracing")
     p.add_argument("--backup-dir", metavar="DIR",
                    help="back up at every epoch end; a restarted job resumes after the "
-                        "last finished epoch. All workers must share this directory")
+                        "last finished epoch. All workers must share this directory, or run under "
+                        "`rendezvous join --sync-dir DIR`, which copies the chief's to every machine")
     p.add_argument("--model-dir", metavar="DIR",
                    help="the chief (worker 0) saves the final model here (SavedModel)")
     p.add_argument("--result-file", metavar="PATH",

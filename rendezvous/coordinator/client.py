@@ -9,6 +9,7 @@ from typing import Optional, Sequence
 
 import grpc
 
+from ..core.manifest import SyncSummary
 from ..core.member import (
     Aborted,
     Completed,
@@ -18,6 +19,7 @@ from ..core.member import (
     Redirected,
     Rejected,
     Released,
+    SyncFrom,
     Waiting,
 )
 from ..core.job import JobView
@@ -72,11 +74,15 @@ class JoinSession:
             request.fingerprint.CopyFrom(_wire.fingerprint_to_pb(self._fingerprint))
         await self._write(self._message(join=request))
 
-    async def ready(self, digest: str) -> None:
-        await self._write(self._message(ready=pb.Ready(cluster_digest=digest)))
+    async def ready(self, digest: str, sync: Optional[SyncSummary] = None) -> None:
+        await self._write(self._message(ready=pb.Ready(cluster_digest=digest, sync=_wire.sync_to_pb(sync))))
 
-    async def finished(self, exit_code: int, reason: str = "") -> None:
-        await self._write(self._message(finished=pb.Finished(exit_code=exit_code, reason=reason)))
+    async def finished(self, exit_code: int, reason: str = "", sync: Optional[SyncSummary] = None) -> None:
+        finished = pb.Finished(exit_code=exit_code, reason=reason, sync=_wire.sync_to_pb(sync))
+        await self._write(self._message(finished=finished))
+
+    async def synced(self, digest: str, error: str = "") -> None:
+        await self._write(self._message(synced=pb.Synced(digest=digest, error=error)))
 
     async def progress(self, progress: Progress) -> None:
         await self._write(self._message(progress=_wire.progress_to_pb(progress)))
@@ -123,6 +129,12 @@ class JoinSession:
             return Aborted(aborted.reason, aborted.exit_code, aborted.final, aborted.preflight)
         if kind == "completed":
             return Completed()
+        if kind == "sync_from":
+            order = message.sync_from
+            source = _wire.optional_peer_from_pb(order.source)
+            if source is None:
+                return Aborted(f"coordinator {self.endpoint} named no valid source to sync from")
+            return SyncFrom(source, order.digest, order.total_bytes, order.final)
         if kind == "heartbeat":
             return Heartbeat()
         return Aborted(f"coordinator {self.endpoint} sent an unknown message {kind!r}")

@@ -14,6 +14,7 @@ from ..config import Timings
 from ..core import job as jobs
 from ..core import round as rounds
 from ..core.advert import PROTOCOL_VERSION
+from ..core.manifest import out_of_sync
 from ..core.peer import Peer
 from ..core.round import Action, Policy, RejectReason, Round, RoundPhase, Step
 from ..core.size import Size
@@ -23,6 +24,7 @@ from ..ports import check_port_free
 from ..v1 import rendezvous_pb2 as pb
 from ..v1 import rendezvous_pb2_grpc as pb_grpc
 from . import _wire
+from .transfer import FileSource
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +71,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         self.board = jobs.Board()  # what `status --job` shows beyond the round itself
         self._outboxes: dict[str, asyncio.Queue[Optional[pb.CoordinatorMessage]]] = {}
         self._watchdog: Optional[asyncio.Task] = None
+        self.files: Optional[FileSource] = None  # --sync-dir: this node's copy, to serve
 
     @property
     def heartbeat_interval(self) -> float:
@@ -136,6 +139,14 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
             )
             self._broadcast(self._message(aborted=aborted))
             self._end_streams()
+        elif step.action is Action.BROADCAST_SYNC and state.source is not None:
+            log.info(
+                "round %d: every --sync-dir becomes the copy of %s (%s), %d of %d members differ",
+                state.number, state.source.describe(), state.source_reason,
+                len(out_of_sync(state.membership.members, state.sync, state.source_digest)),  # type: ignore[union-attr]
+                len(state.sync),
+            )
+            self._broadcast(self._message(sync_from=_wire.sync_order_to_pb(state)))
 
     def _settle(self) -> None:
         self._apply(rounds.settle(self.round, time.monotonic()))
@@ -230,14 +241,18 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
                 self.round = rounds.heard(self.round, peer.node_id, time.monotonic())
                 kind = message.WhichOneof("body")
                 if kind == "ready":
-                    self._apply(rounds.ready(self.round, peer.node_id, message.ready.cluster_digest))
+                    sync = _wire.sync_from_pb(message.ready.sync)
+                    self._apply(rounds.ready(self.round, peer.node_id, message.ready.cluster_digest, sync))
                 elif kind == "finished":
                     done = message.finished
                     log.info("%s finished with exit code %d %s", peer.describe(), done.exit_code, done.reason)
                     self._note(lambda board: jobs.finished(board, peer.node_id, done.exit_code, time.monotonic()))
-                    self._apply(rounds.finished(self.round, peer.node_id, done.exit_code, done.reason))
+                    sync = _wire.sync_from_pb(done.sync)
+                    self._apply(rounds.finished(self.round, peer.node_id, done.exit_code, done.reason, sync))
                 elif kind == "progress":
                     self._progressed(peer, message.progress)
+                elif kind == "synced":
+                    self._apply(rounds.synced(self.round, peer.node_id, message.synced.digest, message.synced.error))
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
             pass
         outbox.put_nowait(_END)
@@ -287,6 +302,23 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         else:
             view = jobs.job_view(self.round, self.board, self._me, time.monotonic())
         return _wire.job_view_to_pb(view, self._me.node_id)
+
+    async def GetManifest(self, request: pb.ManifestRequest, context: grpc.aio.ServicerContext) -> pb.ManifestResponse:  # noqa: N802
+        await self._check_files(request.header, context)
+        return await self.files.manifest(request, context)  # type: ignore[union-attr]
+
+    async def FetchFiles(self, request: pb.FetchRequest, context: grpc.aio.ServicerContext):  # noqa: N802
+        await self._check_files(request.header, context)
+        async for chunk in self.files.files(request, context):  # type: ignore[union-attr]
+            yield chunk
+
+    async def _check_files(self, header: pb.Header, context: grpc.aio.ServicerContext) -> None:
+        """Files go only to a node of this job, and only from a node that syncs."""
+        if self.files is None:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "this node runs without --sync-dir")
+        rejection = self._check_header(header)
+        if rejection is not None:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, rejection.rejected.message)
 
     def _check_header(self, header: pb.Header) -> Optional[pb.CoordinatorMessage]:
         if header.protocol_version != PROTOCOL_VERSION:

@@ -1,4 +1,4 @@
-"""The pure core: peers, election, membership rounds and TF_CONFIG.
+"""The pure core: peers, election, membership rounds, TF_CONFIG and --sync-dir manifests.
 
 Nothing in here opens a socket, reads a clock or the environment, or touches asyncio:
 every function is a decision over plain values, so it can be tested exhaustively.

@@ -80,7 +80,17 @@ class Heartbeat:
     """The coordinator is alive."""
 
 
-CoordinatorEvent = Union[Waiting, Frozen, Released, Redirected, Rejected, Aborted, Completed, Heartbeat]
+@dataclass(frozen=True)
+class SyncFrom:
+    """--sync-dir: make this node's copy `source`'s, whose manifest digest is `digest`."""
+
+    source: Peer
+    digest: str
+    total_bytes: int
+    final: bool = False  # after the job completed: the chief's copy
+
+
+CoordinatorEvent = Union[Waiting, Frozen, Released, Redirected, Rejected, Aborted, Completed, Heartbeat, SyncFrom]
 
 # -- what happens on this side ------------------------------------------------------------
 
@@ -143,6 +153,13 @@ class Rejoin:
 
 
 @dataclass(frozen=True)
+class Sync:
+    """Make the synced directory the source's, then say which copy this node has."""
+
+    order: SyncFrom
+
+
+@dataclass(frozen=True)
 class Fail:
     """The round failed for this node in a way no restart mends: end it with `error`."""
 
@@ -167,7 +184,7 @@ class RoundEnd:
     completed: bool = False
 
 
-MemberAction = Union[Wait, Confirm, Start, Rejoin, Fail, Report, RoundEnd]
+MemberAction = Union[Wait, Confirm, Start, Rejoin, Sync, Fail, Report, RoundEnd]
 
 # -- state --------------------------------------------------------------------------------
 
@@ -243,6 +260,8 @@ def step(state: Member, event: MemberEvent, now: float) -> Step:
         return _on_frozen(state, event)
     if isinstance(event, Released):
         return _on_released(state, event)
+    if isinstance(event, SyncFrom) and state.frozen and not event.final:
+        return Step(state, Sync(event))
     if isinstance(event, Redirected):
         if state.frozen:
             return _fail(state, CoordinatorError(f"coordinator {state.endpoint} redirected after the freeze"))
@@ -274,6 +293,8 @@ def _while_running(state: Member, event: MemberEvent) -> Step:
         return _end(state, _aborted(state, event))
     if isinstance(event, Completed):
         return _end(state, RoundEnd("every command exited with 0", 0, final=True, completed=True))
+    if isinstance(event, SyncFrom) and event.final and state.exit_code == 0:
+        return Step(state, Sync(event))
     if isinstance(event, Lost):
         if state.exit_code == 0:  # this node's part is done; nothing is left to restart for
             return _end(state, RoundEnd(f"lost the coordinator after the command succeeded: {event.reason}", 0, True, True))

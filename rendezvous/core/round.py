@@ -10,6 +10,10 @@
         |                                                  fewer than MAX run)--> ABORTED
         +-- the next round, once members come back (`newer`)
 
+With `--sync-dir`, members report their copy's summary with Ready and Finished: when the
+copies differ, the last Ready leads to SYNCING (every member makes its copy the source's,
+then RELEASED) and the last clean Finished to FINAL_SYNC (the chief's copy, then COMPLETED).
+
 Each operation returns a `Step`: the next state and the one action the coordinator's
 adapter must carry out (tell everyone who is waiting, hand out the frozen list,
 release everyone at once, abort everyone, or reject the one peer that asked).
@@ -23,6 +27,7 @@ from enum import Enum
 from typing import Mapping, Optional
 
 from . import preflight
+from .manifest import SourceChoice, SyncSummary, choose_source, out_of_sync
 from .peer import Peer, describe_peers
 from .preflight import Fingerprint, Mismatch
 from .size import Size
@@ -32,9 +37,15 @@ from .tf_config import Membership
 class RoundPhase(str, Enum):
     GATHERING = "gathering"
     FROZEN = "frozen"
+    SYNCING = "syncing"  # every member makes its --sync-dir the source's, then the release
     RELEASED = "released"
     COMPLETED = "completed"
+    FINAL_SYNC = "final_sync"  # after every command exited 0: the chief's copy everywhere
     ABORTED = "aborted"
+
+
+# After the freeze, before the end: a member lost now fails the round.
+_RUNNING = frozenset({RoundPhase.FROZEN, RoundPhase.SYNCING, RoundPhase.RELEASED, RoundPhase.FINAL_SYNC})
 
 
 # The exit code of an abort that no command caused (a member lost, a digest that differs).
@@ -45,6 +56,7 @@ class Action(str, Enum):
     NOTHING = "nothing"
     BROADCAST_WAITING = "broadcast_waiting"
     BROADCAST_FROZEN = "broadcast_frozen"
+    BROADCAST_SYNC = "broadcast_sync"
     RELEASE = "release"
     COMPLETE = "complete"
     ABORT = "abort"
@@ -105,6 +117,13 @@ class Round:
     fingerprints: Mapping[str, Optional[Fingerprint]] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     refused: bool = False  # aborted by the preflight
+    # --sync-dir: each member's copy as it reported it, the copy every member gets, and
+    # the members that have it.
+    sync: Mapping[str, SyncSummary] = field(default_factory=dict)
+    source: Optional[Peer] = None
+    source_digest: str = ""
+    source_reason: str = ""
+    synced: frozenset[str] = field(default_factory=frozenset)
 
     def __post_init__(self) -> None:
         if self.number < 1:
@@ -191,7 +210,8 @@ def check_preflight(frozen: Round) -> Step:
 def _join_late(state: Round, peer: Peer) -> Step:
     """A peer that is not a member asks to join a frozen or running round."""
     members = state.membership.members if state.membership else ()
-    room = state.phase in (RoundPhase.FROZEN, RoundPhase.RELEASED) and len(members) < state.expect.max
+    running = (RoundPhase.FROZEN, RoundPhase.SYNCING, RoundPhase.RELEASED)
+    room = state.phase in running and len(members) < state.expect.max
     if room and not state.member(peer.node_id):
         if not state.policy.is_final(state.number, ROUND_FAILED):
             return abort(
@@ -232,11 +252,24 @@ def leave(state: Round, node_id: str, now: float) -> Step:
         joined = tuple(p for p in state.joined if p.node_id != node_id)
         return Step(replace(state, joined=joined, changed=now), Action.BROADCAST_WAITING)
     peer = state.member(node_id)
-    if state.phase is RoundPhase.FROZEN and peer is not None:
+    if peer is None or not _watched(state, node_id):
+        return Step(state, Action.NOTHING)
+    if state.phase in (RoundPhase.FROZEN, RoundPhase.SYNCING):
         return abort(state, f"member {peer.describe()} left before the start{_twins(state, peer)}")
-    if state.phase is RoundPhase.RELEASED and peer is not None and node_id not in state.succeeded:
-        return abort(state, f"{peer.describe()}: its rendezvous daemon was lost (stream closed){_twins(state, peer)}")
-    return Step(state, Action.NOTHING)
+    return abort(
+        state, f"{peer.describe()}: its rendezvous daemon was lost (stream closed){_twins(state, peer)}",
+        final=state.phase is RoundPhase.FINAL_SYNC,
+    )
+
+
+def _watched(state: Round, node_id: str) -> bool:
+    """Whether this member must still be there for the round to go on: after the freeze,
+    unless its command finished with 0 (or, in the final sync, it has the chief's copy)."""
+    if state.phase in (RoundPhase.FROZEN, RoundPhase.SYNCING):
+        return True
+    if state.phase is RoundPhase.RELEASED:
+        return node_id not in state.succeeded
+    return state.phase is RoundPhase.FINAL_SYNC and node_id not in state.synced
 
 
 def _twins(state: Round, peer: Peer) -> str:
@@ -249,8 +282,9 @@ def _twins(state: Round, peer: Peer) -> str:
             "host, two hosts are configured with the same address)")
 
 
-def ready(state: Round, node_id: str, digest: str) -> Step:
-    """A member confirms the frozen list by its digest; the last confirmation releases all."""
+def ready(state: Round, node_id: str, digest: str, sync: Optional[SyncSummary] = None) -> Step:
+    """A member confirms the frozen list by its digest (and reports its --sync-dir copy);
+    the last confirmation releases all, or first has every copy made the source's."""
     if state.phase is not RoundPhase.FROZEN or state.membership is None:
         return Step(state, Action.NOTHING)
     membership = state.membership
@@ -265,9 +299,70 @@ def ready(state: Round, node_id: str, digest: str) -> Step:
             f"{membership.digest[:12]}: the peers do not agree on the member list",
         )
     confirmed = state.ready | {node_id}
+    state = replace(state, ready=confirmed, sync=_reported(state, node_id, sync))
     if len(confirmed) < membership.world_size:
-        return Step(replace(state, ready=confirmed), Action.NOTHING)
-    return Step(replace(state, ready=confirmed, phase=RoundPhase.RELEASED), Action.RELEASE)
+        return Step(state, Action.NOTHING)
+    return _sync_before(state, RoundPhase.RELEASED)
+
+
+def _reported(state: Round, node_id: str, sync: Optional[SyncSummary]) -> Mapping[str, SyncSummary]:
+    return {**state.sync, node_id: sync} if sync is not None else state.sync
+
+
+def _go_on(state: Round, phase: RoundPhase) -> Step:
+    """Release (the summaries of the freeze are spent), or complete."""
+    if phase is RoundPhase.RELEASED:
+        return Step(replace(state, phase=phase, sync={}), Action.RELEASE)
+    return Step(replace(state, phase=phase), Action.COMPLETE)
+
+
+def _sync_before(state: Round, phase: RoundPhase, source: Optional[SourceChoice] = None) -> Step:
+    """Go on to `phase` (RELEASED or COMPLETED) when nobody syncs or every copy is alike
+    already; else every member makes its copy `source`'s (by default `choose_source`)."""
+    assert state.membership is not None
+    members = state.membership.members
+    if not state.sync:
+        return _go_on(state, phase)
+    final = phase is RoundPhase.COMPLETED
+    missing = [m for m in members if m.node_id not in state.sync]
+    if missing:
+        return abort(
+            state, f"--sync-dir is set on some nodes but not on {describe_peers(missing)}: set it on every node",
+            final=True,
+        )
+    broken = [f"{m.describe()}: {state.sync[m.node_id].error}" for m in members if state.sync[m.node_id].error]
+    if broken:
+        return abort(state, "; ".join(broken), final=True)
+    choice = source or choose_source(members, state.sync)
+    digest = state.sync[choice.source.node_id].digest
+    if not out_of_sync(members, state.sync, digest):
+        return _go_on(state, phase)
+    syncing = replace(
+        state, phase=RoundPhase.FINAL_SYNC if final else RoundPhase.SYNCING, source=choice.source,
+        source_digest=digest, source_reason=choice.why, synced=frozenset(),
+    )
+    return Step(syncing, Action.BROADCAST_SYNC)
+
+
+def synced(state: Round, node_id: str, digest: str, error: str = "") -> Step:
+    """A member made its copy the source's (`digest`: what it has now) or could not
+    (`error`). A failure before the release fails the round (a restart tries again); in
+    the final sync it ends the job, whose commands must not run again."""
+    peer = state.member(node_id)
+    if state.phase not in (RoundPhase.SYNCING, RoundPhase.FINAL_SYNC) or peer is None:
+        return Step(state, Action.NOTHING)
+    final = state.phase is RoundPhase.FINAL_SYNC
+    if error:
+        return abort(state, f"{peer.describe()}: {error}", final=final)
+    if digest != state.source_digest:
+        return abort(
+            state, f"{peer.describe()} has copy {digest[:12]} after the sync, expected {state.source_digest[:12]}",
+            final=final,
+        )
+    done = replace(state, synced=state.synced | {node_id})
+    if len(done.synced) < len(state.membership.members):  # type: ignore[union-attr]
+        return Step(done, Action.NOTHING)
+    return _go_on(done, RoundPhase.COMPLETED if final else RoundPhase.RELEASED)
 
 
 def abort(state: Round, reason: str, exit_code: int = ROUND_FAILED, final: bool = False) -> Step:
@@ -290,7 +385,7 @@ def newer(state: Round, number: int) -> Step:
     number = max(number, state.number + (state.phase is not RoundPhase.GATHERING))
     if state.phase is RoundPhase.GATHERING:
         return Step(replace(state, number=number), Action.NOTHING)
-    if state.phase in (RoundPhase.FROZEN, RoundPhase.RELEASED):
+    if state.phase in _RUNNING:
         return abort(state, f"a member moved on to round {number}")
     return Step(state.next(number), Action.NOTHING)
 
@@ -300,28 +395,34 @@ def heard(state: Round, node_id: str, now: float) -> Round:
     return replace(state, heard={**state.heard, node_id: now})
 
 
-def finished(state: Round, node_id: str, exit_code: int, reason: str = "") -> Step:
+def finished(
+    state: Round, node_id: str, exit_code: int, reason: str = "", sync: Optional[SyncSummary] = None
+) -> Step:
     """A member's command ended. Anything but a clean 0 ends the round for everyone; the
-    last clean 0 completes the job."""
+    last clean 0 completes the job, once every --sync-dir is the chief's copy."""
     peer = state.member(node_id)
     if state.phase is not RoundPhase.RELEASED or peer is None:
         return Step(state, Action.NOTHING)
     if exit_code != 0 or reason:
         why = reason or f"command exited with code {exit_code}"
         return abort(state, f"{peer.describe()}: {why}", exit_code or ROUND_FAILED)
-    succeeded = state.succeeded | {node_id}
-    if state.membership is not None and len(succeeded) == state.membership.world_size:
-        return Step(replace(state, succeeded=succeeded, phase=RoundPhase.COMPLETED), Action.COMPLETE)
-    return Step(replace(state, succeeded=succeeded), Action.NOTHING)
+    state = replace(state, succeeded=state.succeeded | {node_id}, sync=_reported(state, node_id, sync))
+    if state.membership is not None and len(state.succeeded) == state.membership.world_size:
+        chief = state.membership.members[0]
+        return _sync_before(state, RoundPhase.COMPLETED, SourceChoice(chief, "chief of the round that completed"))
+    return Step(state, Action.NOTHING)
 
 
 def check_liveness(state: Round, now: float, timeout: float) -> Step:
     """After the freeze, a member not heard from for `timeout` seconds (frozen, cut off)
     ends the round. Before it, a silent peer is HTTP/2 keepalive's to drop."""
-    if state.phase not in (RoundPhase.FROZEN, RoundPhase.RELEASED) or state.membership is None:
+    if state.phase not in _RUNNING or state.membership is None:
         return Step(state, Action.NOTHING)
     for peer in state.membership.members:
         last = state.heard.get(peer.node_id)
-        if peer.node_id not in state.succeeded and last is not None and now - last > timeout:
-            return abort(state, f"{peer.describe()}: not heard from for {now - last:.1f} s (frozen or cut off)")
+        if _watched(state, peer.node_id) and last is not None and now - last > timeout:
+            return abort(
+                state, f"{peer.describe()}: not heard from for {now - last:.1f} s (frozen or cut off)",
+                final=state.phase is RoundPhase.FINAL_SYNC,
+            )
     return Step(state, Action.NOTHING)

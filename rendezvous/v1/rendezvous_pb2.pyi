@@ -46,20 +46,22 @@ class Peer(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., port: _Optional[int] = ..., tf_port: _Optional[int] = ...) -> None: ...
 
 class PeerMessage(_message.Message):
-    __slots__ = ("header", "join", "ready", "finished", "heartbeat", "progress")
+    __slots__ = ("header", "join", "ready", "finished", "heartbeat", "progress", "synced")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     JOIN_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
     FINISHED_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    SYNCED_FIELD_NUMBER: _ClassVar[int]
     header: Header
     join: JoinRequest
     ready: Ready
     finished: Finished
     heartbeat: Heartbeat
     progress: Progress
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., join: _Optional[_Union[JoinRequest, _Mapping]] = ..., ready: _Optional[_Union[Ready, _Mapping]] = ..., finished: _Optional[_Union[Finished, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ...) -> None: ...
+    synced: Synced
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., join: _Optional[_Union[JoinRequest, _Mapping]] = ..., ready: _Optional[_Union[Ready, _Mapping]] = ..., finished: _Optional[_Union[Finished, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., synced: _Optional[_Union[Synced, _Mapping]] = ...) -> None: ...
 
 class Progress(_message.Message):
     __slots__ = ("epoch", "epochs", "step", "loss", "images_per_s", "metrics")
@@ -120,21 +122,25 @@ class Fingerprint(_message.Message):
     def __init__(self, python: _Optional[str] = ..., tensorflow: _Optional[str] = ..., gpus: _Optional[_Iterable[str]] = ..., files: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Ready(_message.Message):
-    __slots__ = ("cluster_digest",)
+    __slots__ = ("cluster_digest", "sync")
     CLUSTER_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    SYNC_FIELD_NUMBER: _ClassVar[int]
     cluster_digest: str
-    def __init__(self, cluster_digest: _Optional[str] = ...) -> None: ...
+    sync: SyncState
+    def __init__(self, cluster_digest: _Optional[str] = ..., sync: _Optional[_Union[SyncState, _Mapping]] = ...) -> None: ...
 
 class Finished(_message.Message):
-    __slots__ = ("exit_code", "reason")
+    __slots__ = ("exit_code", "reason", "sync")
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    SYNC_FIELD_NUMBER: _ClassVar[int]
     exit_code: int
     reason: str
-    def __init__(self, exit_code: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+    sync: SyncState
+    def __init__(self, exit_code: _Optional[int] = ..., reason: _Optional[str] = ..., sync: _Optional[_Union[SyncState, _Mapping]] = ...) -> None: ...
 
 class CoordinatorMessage(_message.Message):
-    __slots__ = ("header", "waiting", "frozen", "release", "redirect", "rejected", "aborted", "heartbeat", "completed")
+    __slots__ = ("header", "waiting", "frozen", "release", "redirect", "rejected", "aborted", "heartbeat", "completed", "sync_from")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     WAITING_FIELD_NUMBER: _ClassVar[int]
     FROZEN_FIELD_NUMBER: _ClassVar[int]
@@ -144,6 +150,7 @@ class CoordinatorMessage(_message.Message):
     ABORTED_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    SYNC_FROM_FIELD_NUMBER: _ClassVar[int]
     header: Header
     waiting: Waiting
     frozen: Frozen
@@ -153,7 +160,8 @@ class CoordinatorMessage(_message.Message):
     aborted: Aborted
     heartbeat: Heartbeat
     completed: Completed
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., waiting: _Optional[_Union[Waiting, _Mapping]] = ..., frozen: _Optional[_Union[Frozen, _Mapping]] = ..., release: _Optional[_Union[Release, _Mapping]] = ..., redirect: _Optional[_Union[Redirect, _Mapping]] = ..., rejected: _Optional[_Union[Rejected, _Mapping]] = ..., aborted: _Optional[_Union[Aborted, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., completed: _Optional[_Union[Completed, _Mapping]] = ...) -> None: ...
+    sync_from: SyncFrom
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., waiting: _Optional[_Union[Waiting, _Mapping]] = ..., frozen: _Optional[_Union[Frozen, _Mapping]] = ..., release: _Optional[_Union[Release, _Mapping]] = ..., redirect: _Optional[_Union[Redirect, _Mapping]] = ..., rejected: _Optional[_Union[Rejected, _Mapping]] = ..., aborted: _Optional[_Union[Aborted, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., completed: _Optional[_Union[Completed, _Mapping]] = ..., sync_from: _Optional[_Union[SyncFrom, _Mapping]] = ...) -> None: ...
 
 class Completed(_message.Message):
     __slots__ = ()
@@ -330,3 +338,99 @@ class JobStatusResponse(_message.Message):
     members: _containers.RepeatedCompositeFieldContainer[MemberStatus]
     expect_min: int
     def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., coordinating: _Optional[bool] = ..., coordinator: _Optional[_Union[Peer, _Mapping]] = ..., phase: _Optional[str] = ..., expect: _Optional[int] = ..., restarts: _Optional[int] = ..., last_abort_reason: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberStatus, _Mapping]]] = ..., expect_min: _Optional[int] = ...) -> None: ...
+
+class PreviousChief(_message.Message):
+    __slots__ = ("node_id", "address", "round", "started_unix_ns")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    STARTED_UNIX_NS_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    address: str
+    round: int
+    started_unix_ns: int
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., round: _Optional[int] = ..., started_unix_ns: _Optional[int] = ...) -> None: ...
+
+class SyncState(_message.Message):
+    __slots__ = ("digest", "files", "total_bytes", "newest_mtime_ns", "previous", "error")
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    NEWEST_MTIME_NS_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    digest: str
+    files: int
+    total_bytes: int
+    newest_mtime_ns: int
+    previous: PreviousChief
+    error: str
+    def __init__(self, digest: _Optional[str] = ..., files: _Optional[int] = ..., total_bytes: _Optional[int] = ..., newest_mtime_ns: _Optional[int] = ..., previous: _Optional[_Union[PreviousChief, _Mapping]] = ..., error: _Optional[str] = ...) -> None: ...
+
+class SyncFrom(_message.Message):
+    __slots__ = ("source", "digest", "total_bytes", "final", "reason")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    FINAL_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    source: Peer
+    digest: str
+    total_bytes: int
+    final: bool
+    reason: str
+    def __init__(self, source: _Optional[_Union[Peer, _Mapping]] = ..., digest: _Optional[str] = ..., total_bytes: _Optional[int] = ..., final: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class Synced(_message.Message):
+    __slots__ = ("digest", "error")
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    digest: str
+    error: str
+    def __init__(self, digest: _Optional[str] = ..., error: _Optional[str] = ...) -> None: ...
+
+class ManifestRequest(_message.Message):
+    __slots__ = ("header",)
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    header: Header
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ...) -> None: ...
+
+class FileEntry(_message.Message):
+    __slots__ = ("path", "size", "mtime_ns", "sha256")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    MTIME_NS_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    size: int
+    mtime_ns: int
+    sha256: str
+    def __init__(self, path: _Optional[str] = ..., size: _Optional[int] = ..., mtime_ns: _Optional[int] = ..., sha256: _Optional[str] = ...) -> None: ...
+
+class ManifestResponse(_message.Message):
+    __slots__ = ("header", "files")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    header: Header
+    files: _containers.RepeatedCompositeFieldContainer[FileEntry]
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., files: _Optional[_Iterable[_Union[FileEntry, _Mapping]]] = ...) -> None: ...
+
+class FetchRequest(_message.Message):
+    __slots__ = ("header", "digest", "paths")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    PATHS_FIELD_NUMBER: _ClassVar[int]
+    header: Header
+    digest: str
+    paths: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., digest: _Optional[str] = ..., paths: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class FileChunk(_message.Message):
+    __slots__ = ("path", "offset", "data")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    offset: int
+    data: bytes
+    def __init__(self, path: _Optional[str] = ..., offset: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...

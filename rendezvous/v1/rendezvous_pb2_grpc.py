@@ -49,6 +49,16 @@ class RendezvousStub:
                 request_serializer=rendezvous_dot_v1_dot_rendezvous__pb2.StatusRequest.SerializeToString,
                 response_deserializer=rendezvous_dot_v1_dot_rendezvous__pb2.JobStatusResponse.FromString,
                 _registered_method=True)
+        self.GetManifest = channel.unary_unary(
+                '/rendezvous.v1.Rendezvous/GetManifest',
+                request_serializer=rendezvous_dot_v1_dot_rendezvous__pb2.ManifestRequest.SerializeToString,
+                response_deserializer=rendezvous_dot_v1_dot_rendezvous__pb2.ManifestResponse.FromString,
+                _registered_method=True)
+        self.FetchFiles = channel.unary_stream(
+                '/rendezvous.v1.Rendezvous/FetchFiles',
+                request_serializer=rendezvous_dot_v1_dot_rendezvous__pb2.FetchRequest.SerializeToString,
+                response_deserializer=rendezvous_dot_v1_dot_rendezvous__pb2.FileChunk.FromString,
+                _registered_method=True)
 
 
 class RendezvousServicer:
@@ -74,6 +84,19 @@ class RendezvousServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetManifest(self, request, context):
+        """--sync-dir: the manifest of this node's synced directory, and the files it lists.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FetchFiles(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RendezvousServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -91,6 +114,16 @@ def add_RendezvousServicer_to_server(servicer, server):
                     servicer.JobStatus,
                     request_deserializer=rendezvous_dot_v1_dot_rendezvous__pb2.StatusRequest.FromString,
                     response_serializer=rendezvous_dot_v1_dot_rendezvous__pb2.JobStatusResponse.SerializeToString,
+            ),
+            'GetManifest': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetManifest,
+                    request_deserializer=rendezvous_dot_v1_dot_rendezvous__pb2.ManifestRequest.FromString,
+                    response_serializer=rendezvous_dot_v1_dot_rendezvous__pb2.ManifestResponse.SerializeToString,
+            ),
+            'FetchFiles': grpc.unary_stream_rpc_method_handler(
+                    servicer.FetchFiles,
+                    request_deserializer=rendezvous_dot_v1_dot_rendezvous__pb2.FetchRequest.FromString,
+                    response_serializer=rendezvous_dot_v1_dot_rendezvous__pb2.FileChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -174,6 +207,60 @@ class Rendezvous:
             '/rendezvous.v1.Rendezvous/JobStatus',
             rendezvous_dot_v1_dot_rendezvous__pb2.StatusRequest.SerializeToString,
             rendezvous_dot_v1_dot_rendezvous__pb2.JobStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetManifest(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rendezvous.v1.Rendezvous/GetManifest',
+            rendezvous_dot_v1_dot_rendezvous__pb2.ManifestRequest.SerializeToString,
+            rendezvous_dot_v1_dot_rendezvous__pb2.ManifestResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchFiles(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/rendezvous.v1.Rendezvous/FetchFiles',
+            rendezvous_dot_v1_dot_rendezvous__pb2.FetchRequest.SerializeToString,
+            rendezvous_dot_v1_dot_rendezvous__pb2.FileChunk.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,126 @@
+"""`--sync-dir` over the Rendezvous service: the source member serves its manifest and its
+files (GetManifest, FetchFiles); a member that lacks them fetches them.
+
+Only the copy every member was told to take is served (FetchRequest.digest): a directory
+that changed since is refused instead of sent half old, half new.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import AsyncIterator
+
+import grpc
+
+from ..core.manifest import Manifest
+from ..core.member import SyncFrom
+from ..core.peer import Peer
+from ..errors import SyncError
+from ..sync import CHUNK, Chunks, Progress, SyncDir
+from ..v1 import rendezvous_pb2 as pb
+from ..v1 import rendezvous_pb2_grpc as pb_grpc
+from . import _wire
+
+log = logging.getLogger(__name__)
+
+# A manifest of many files is one message; chunks are far smaller.
+MAX_MESSAGE = 64 << 20
+
+# Tests only: flip a byte in each of the first N chunks this process serves, so that the
+# fetching member's SHA-256 check can be seen to refuse them.
+CORRUPT_ENV = "RENDEZVOUS_TEST_CORRUPT_CHUNKS"
+
+
+def _options() -> list[tuple[str, int]]:
+    return [*_wire.channel_options(), ("grpc.max_receive_message_length", MAX_MESSAGE)]
+
+
+# -- the source's side -------------------------------------------------------------------------
+
+
+class FileSource:
+    """Serves this node's synced directory, as of its last scan."""
+
+    def __init__(self, sync: SyncDir) -> None:
+        self.sync = sync
+        self._corrupt = int(os.environ.get(CORRUPT_ENV, "0") or 0)
+
+    async def manifest(self, request: pb.ManifestRequest, context: grpc.aio.ServicerContext) -> pb.ManifestResponse:
+        return pb.ManifestResponse(header=request.header, files=_wire.manifest_to_pb(self.sync.manifest))
+
+    async def files(self, request: pb.FetchRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[pb.FileChunk]:
+        manifest = self.sync.manifest
+        if request.digest != manifest.digest:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"this copy is {manifest.digest[:12]} now, not {request.digest[:12]}",
+            )
+        listed = manifest.by_path()
+        for path in request.paths:
+            if path not in listed:
+                await context.abort(grpc.StatusCode.NOT_FOUND, f"{path!r} is not in this copy")
+            async for chunk in self._chunks(path):
+                yield chunk
+
+    async def _chunks(self, path: str) -> AsyncIterator[pb.FileChunk]:
+        f = await asyncio.to_thread(self.sync.open, path)
+        try:
+            offset = 0
+            while True:
+                data = await asyncio.to_thread(f.read, CHUNK)
+                if not data and offset:
+                    return
+                yield pb.FileChunk(path=path, offset=offset, data=self._in_transit(data))
+                offset += len(data)
+                if not data:
+                    return
+        finally:
+            f.close()
+
+    def _in_transit(self, data: bytes) -> bytes:
+        if self._corrupt <= 0 or not data:
+            return data
+        self._corrupt -= 1
+        log.warning("%s: corrupting a chunk on purpose", CORRUPT_ENV)
+        return bytes([data[0] ^ 0xFF]) + data[1:]
+
+
+# -- the fetching member's side ------------------------------------------------------------------
+
+
+async def pull(sync: SyncDir, order: SyncFrom, me: Peer, job: str, round: int) -> Manifest:
+    """Make `sync` the copy `order` names; the copy this node has after it. SyncError when
+    it cannot (the directory is then as it was)."""
+    local = await sync.scan()
+    if order.source.node_id == me.node_id or local.digest == order.digest:
+        return local
+    endpoint = order.source.endpoint
+    header = _wire.header(job, round, me.node_id)
+    async with grpc.aio.insecure_channel(endpoint, options=_options()) as channel:
+        stub = pb_grpc.RendezvousStub(channel)
+        try:
+            response = await stub.GetManifest(pb.ManifestRequest(header=header))
+        except grpc.aio.AioRpcError as exc:
+            raise SyncError(f"could not read the manifest of {order.source.describe()}: {exc.code().name} {exc.details()}") from None
+        manifest = _wire.manifest_from_pb(response.files)
+        if manifest.digest != order.digest:
+            raise SyncError(f"the copy of {order.source.describe()} changed since the freeze")
+
+        def fetch(paths: list[str]) -> Chunks:
+            return _chunks(stub, pb.FetchRequest(header=header, digest=order.digest, paths=paths), order.source)
+
+        return await sync.pull(manifest, fetch, Progress(str(order.source.address)))
+
+
+async def _chunks(stub: pb_grpc.RendezvousStub, request: pb.FetchRequest, source: Peer) -> Chunks:
+    call = stub.FetchFiles(request)
+    try:
+        async for chunk in call:
+            yield chunk.path, chunk.offset, chunk.data
+    except grpc.aio.AioRpcError as exc:
+        raise SyncError(f"fetching from {source.describe()} failed: {exc.code().name} {exc.details()}") from None
+    finally:
+        call.cancel()
+

@@ -1,0 +1,257 @@
+"""--sync-dir on disk and over gRPC on loopback: one member serves its directory, another
+makes its own a copy of it, all or nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import os
+import secrets
+from pathlib import Path
+
+import pytest
+from grpc_health.v1 import health
+
+from rendezvous.config import Timings
+from rendezvous.coordinator import CoordinatorService, bind_server, serve
+from rendezvous.coordinator import transfer
+from rendezvous.core.manifest import FileEntry, Manifest, PreviousChief, SyncSummary
+from rendezvous.core.member import SyncFrom
+from rendezvous.core.peer import Peer
+from rendezvous.errors import SyncError
+from rendezvous import sync as sync_module
+from rendezvous.sync import CHUNK, SyncDir
+
+JOB = "sync-test"
+
+
+def peer(port: int = 1) -> Peer:
+    return Peer(secrets.token_hex(6), ipaddress.ip_address("127.0.0.1"), port, 9)
+
+
+def write(root: Path, files: dict[str, bytes], mtime_ns: int = 1_700_000_000 * 10**9) -> None:
+    for path, data in files.items():
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        os.utime(target, ns=(mtime_ns, mtime_ns))
+
+
+def contents(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+CHECKPOINT = {
+    "chief/checkpoint": b"model_checkpoint_path: ckpt-3\n",
+    "chief/ckpt-3.index": os.urandom(3000),
+    "chief/ckpt-3.data-00000-of-00001": os.urandom(2 * CHUNK + 17),  # three chunks
+    "chief/empty": b"",
+}
+
+
+async def serving(root: Path, files: bool = True):
+    """A Rendezvous server on loopback serving `root` (unless not `files`: a node without
+    --sync-dir); (source peer, its SyncDir, server)."""
+    server, port = bind_server("127.0.0.1", 0)
+    source = peer(port)
+    service = CoordinatorService(source, JOB, 2, lambda: None, lambda: None, Timings())
+    sync = SyncDir(root, 1 << 30)
+    service.files = transfer.FileSource(sync) if files else None
+    await serve(server, service, health.aio.HealthServicer())
+    await sync.scan()
+    return source, sync, server
+
+
+async def pull_from(source_root: Path, dest_root: Path, dest_limit: int = 1 << 30, job: str = JOB, files=True):
+    """Make `dest_root` a copy of `source_root`, served on loopback: (its manifest after, the source's)."""
+    source, sync, server = await serving(source_root, files)
+    try:
+        order = SyncFrom(source, sync.manifest.digest, sync.manifest.total_bytes)
+        manifest = await transfer.pull(SyncDir(dest_root, dest_limit), order, peer(), job, 1)
+        return manifest, sync.manifest
+    finally:
+        await server.stop(None)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_an_empty_directory_gets_every_file(tmp_path):
+    write(tmp_path / "src", CHECKPOINT)
+    got, wanted = run(pull_from(tmp_path / "src", tmp_path / "dest"))
+    assert got.digest == wanted.digest
+    assert contents(tmp_path / "dest") == CHECKPOINT
+    assert sorted(os.listdir(tmp_path)) == ["dest", "src"]  # no staging directory left
+
+
+def test_a_stale_directory_becomes_the_source_copy(tmp_path):
+    write(tmp_path / "src", CHECKPOINT)
+    write(tmp_path / "dest", {"chief/checkpoint": b"model_checkpoint_path: ckpt-1\n", "workertemp_1/x": b"old"})
+    same = tmp_path / "dest" / "chief" / "ckpt-3.index"
+    write(tmp_path / "dest", {"chief/ckpt-3.index": CHECKPOINT["chief/ckpt-3.index"]})
+    inode = same.stat().st_ino
+    got, wanted = run(pull_from(tmp_path / "src", tmp_path / "dest"))
+    assert got.digest == wanted.digest
+    assert contents(tmp_path / "dest") == CHECKPOINT
+    assert same.stat().st_ino == inode  # an unchanged file is linked, not fetched again
+
+
+def test_a_directory_alike_already_is_left_alone(tmp_path):
+    write(tmp_path / "src", CHECKPOINT)
+    write(tmp_path / "dest", CHECKPOINT)
+    inode = (tmp_path / "dest").stat().st_ino
+    got, wanted = run(pull_from(tmp_path / "src", tmp_path / "dest"))
+    assert got.digest == wanted.digest and (tmp_path / "dest").stat().st_ino == inode
+
+
+def test_an_empty_source_empties_the_directory(tmp_path):
+    (tmp_path / "src").mkdir()
+    write(tmp_path / "dest", {"workertemp_1/x": b"old"})
+    run(pull_from(tmp_path / "src", tmp_path / "dest"))
+    assert contents(tmp_path / "dest") == {}
+
+
+def test_a_corrupted_chunk_is_refused_and_the_directory_left_as_it_was(tmp_path, monkeypatch):
+    monkeypatch.setenv(transfer.CORRUPT_ENV, "1")
+    write(tmp_path / "src", CHECKPOINT)
+    stale = {"chief/checkpoint": b"model_checkpoint_path: ckpt-1\n"}
+    write(tmp_path / "dest", stale)
+    with pytest.raises(SyncError, match=r"SHA-256 .* \(corrupted in transit\?\): refused"):
+        run(pull_from(tmp_path / "src", tmp_path / "dest"))
+    assert contents(tmp_path / "dest") == stale
+    assert sorted(os.listdir(tmp_path)) == ["dest", "src"]
+
+
+def test_a_source_over_the_limit_is_refused_naming_its_size(tmp_path):
+    write(tmp_path / "src", CHECKPOINT)
+    total = sum(map(len, CHECKPOINT.values()))
+    with pytest.raises(SyncError, match=rf"holds 2.1 MB \({total} bytes\), more than --sync-max-bytes 1000"):
+        run(pull_from(tmp_path / "src", tmp_path / "dest", dest_limit=1000))
+    assert not (tmp_path / "dest").exists()
+
+
+def test_a_directory_over_the_limit_cannot_be_scanned(tmp_path):
+    write(tmp_path / "d", {"big": b"x" * 2000})
+    with pytest.raises(SyncError, match=r"holds 2.0 kB \(2000 bytes\), more than --sync-max-bytes 1000"):
+        run(SyncDir(tmp_path / "d", 1000).scan())
+
+
+def test_a_symlink_out_of_the_directory_is_refused(tmp_path):
+    write(tmp_path / "d", {"a": b"a"})
+    (tmp_path / "secret").write_text("no")
+    (tmp_path / "d" / "link").symlink_to(tmp_path / "secret")
+    with pytest.raises(SyncError, match="is a symlink to .*secret, out of --sync-dir"):
+        run(SyncDir(tmp_path / "d", 1 << 20).scan())
+
+
+def test_a_symlink_to_a_directory_out_of_it_is_refused(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "etc").symlink_to("/etc")
+    with pytest.raises(SyncError, match="out of --sync-dir"):
+        run(SyncDir(tmp_path / "d", 1 << 20).scan())
+
+
+def test_a_symlink_inside_counts_as_the_file(tmp_path):
+    write(tmp_path / "d", {"a": b"content"})
+    (tmp_path / "d" / "b").symlink_to("a")
+    manifest = run(SyncDir(tmp_path / "d", 1 << 20).scan())
+    assert [(f.path, f.size) for f in manifest.files] == [("a", 7), ("b", 7)]
+
+
+def test_a_missing_directory_is_an_empty_copy(tmp_path):
+    assert run(SyncDir(tmp_path / "none", 1).scan()).files == ()
+
+
+def test_a_source_that_changed_since_the_freeze_is_refused(tmp_path):
+    async def changed():
+        source, sync, server = await serving(tmp_path / "src")
+        try:
+            order = SyncFrom(source, "0" * 64, 0)
+            await transfer.pull(SyncDir(tmp_path / "dest", 1 << 20), order, peer(), JOB, 1)
+        finally:
+            await server.stop(None)
+
+    write(tmp_path / "src", {"a": b"a"})
+    with pytest.raises(SyncError, match="changed since the freeze"):
+        run(changed())
+
+
+def test_a_source_of_another_job_or_without_sync_dir_serves_nothing(tmp_path):
+    write(tmp_path / "src", {"a": b"a"})
+    with pytest.raises(SyncError, match="PERMISSION_DENIED job 'other' asked a node of job"):
+        run(pull_from(tmp_path / "src", tmp_path / "dest", job="other"))
+    with pytest.raises(SyncError, match="FAILED_PRECONDITION this node runs without --sync-dir"):
+        run(pull_from(tmp_path / "src", tmp_path / "dest", files=False))
+    assert not (tmp_path / "dest").exists()
+
+
+def test_the_chief_is_remembered_beside_the_directory(tmp_path):
+    chief = PreviousChief("abcdef012345", "10.0.0.9", 3, 1_700_000_000_000_000_000)
+    SyncDir(tmp_path / "ckpt", 1).remember_chief(chief)
+    assert SyncDir(tmp_path / "ckpt", 1).load_chief() == chief
+    assert os.listdir(tmp_path) == [".ckpt.rendezvous-chief"]  # not inside: DIR is the user's
+    assert SyncDir(tmp_path / "other", 1).load_chief() is None
+    (tmp_path / ".ckpt.rendezvous-chief").write_text("{not json")
+    assert SyncDir(tmp_path / "ckpt", 1).load_chief() is None
+
+
+@pytest.mark.parametrize("summary", [
+    None,
+    SyncSummary("d" * 64, 3, 300, 7),
+    SyncSummary("d" * 64, 3, 300, 7, PreviousChief("abcdef012345", "10.0.0.9", 2, 99)),
+    SyncSummary.failed("holds 30 GB"),
+])
+def test_a_copys_summary_survives_the_wire(summary):
+    from rendezvous.coordinator import _wire
+    from rendezvous.v1 import rendezvous_pb2 as pb
+
+    sent = _wire.sync_to_pb(summary)
+    assert _wire.sync_from_pb(sent if sent is not None else pb.SyncState()) == summary
+
+
+def test_a_manifest_survives_the_wire_and_an_escaping_path_does_not():
+    from rendezvous.coordinator import _wire
+    from rendezvous.v1 import rendezvous_pb2 as pb
+
+    manifest = Manifest.of([FileEntry("a/b", 3, 5, "x" * 64), FileEntry("c", 0, 6, "y" * 64)])
+    assert _wire.manifest_from_pb(_wire.manifest_to_pb(manifest)) == manifest
+    with pytest.raises(SyncError, match="could escape"):
+        _wire.manifest_from_pb([pb.FileEntry(path="../../etc/passwd", size=1, sha256="z")])
+
+
+def test_a_swap_that_fails_half_way_puts_the_old_directory_back(tmp_path, monkeypatch):
+    write(tmp_path / "src", CHECKPOINT)
+    stale = {"chief/checkpoint": b"model_checkpoint_path: ckpt-1\n"}
+    write(tmp_path / "dest", stale)
+    rename = os.rename
+
+    def failing(src, dst):
+        if ".rendezvous-" in str(src) and "-old-" not in str(src):
+            raise OSError(28, "No space left on device")
+        rename(src, dst)
+
+    monkeypatch.setattr("rendezvous.sync.os.rename", failing)
+    with pytest.raises(OSError, match="No space left"):
+        run(pull_from(tmp_path / "src", tmp_path / "dest"))
+    assert contents(tmp_path / "dest") == stale
+    assert sorted(os.listdir(tmp_path)) == ["dest", "src"]
+
+
+def test_a_fifo_is_refused(tmp_path):
+    (tmp_path / "d").mkdir()
+    os.mkfifo(tmp_path / "d" / "pipe")
+    with pytest.raises(SyncError, match="not a regular file"):
+        run(SyncDir(tmp_path / "d", 1 << 20).scan())
+
+
+def test_a_second_scan_reads_only_the_files_that_changed(tmp_path, monkeypatch):
+    write(tmp_path / "d", {"a": b"a", "b": b"b"})
+    sync = SyncDir(tmp_path / "d", 1 << 20)
+    first = run(sync.scan())
+    read = []
+    hash_file = sync_module._hash_file
+    monkeypatch.setattr(sync_module, "_hash_file", lambda path: read.append(path) or hash_file(path))
+    assert run(sync.scan()) == first and read == []
+    write(tmp_path / "d", {"b": b"changed"}, mtime_ns=1_800_000_000 * 10**9)
+    assert run(sync.scan()) != first and read == [str(tmp_path / "d" / "b")]

@@ -17,7 +17,7 @@ from contextlib import aclosing
 from typing import AsyncIterator, Callable, Optional
 
 from .config import JoinConfig
-from .coordinator import JoinSession, SessionLost, fetch_status
+from .coordinator import JoinSession, SessionLost, Untrusted, fetch_status
 from .core import member as machine
 from .core.advert import Phase
 from .core.member import Member, MemberAction, MemberEvent, RoundEnd
@@ -116,6 +116,7 @@ class Joiner:
             self.session = self._connect(
                 target.endpoint, self._res.me, self._config.job, self._round, self._config.expect,
                 timings.keepalive, fingerprint=self._res.fingerprint,
+                **({"keys": self._res.keys} if self._res.keys else {}),
             )
             action = await self._follow(self._join_and_listen(self.session))
             if isinstance(action, machine.Start):
@@ -144,6 +145,8 @@ class Joiner:
                 elif isinstance(action, machine.Rejoin):
                     if action.suspect is not None:
                         self._suspect(action.suspect)
+                    if action.distrust is not None:
+                        self._distrust(action.distrust, event)
                     return action
                 elif isinstance(action, RoundEnd):
                     return action
@@ -198,6 +201,9 @@ class Joiner:
                 while receive.done():
                     try:
                         yield receive.result()
+                    except Untrusted as exc:
+                        yield machine.Untrusted(str(exc))
+                        return
                     except SessionLost as exc:
                         yield machine.Lost(str(exc))
                         return
@@ -297,6 +303,15 @@ class Joiner:
                 if answered:
                     log.info("%s answers again: it is a candidate again", peer.describe())
                     self._res.update_view(self._res.view.trust(peer.node_id))
+
+    def _distrust(self, peer: Peer, event: MemberEvent) -> None:
+        """Logged once per peer: it is never asked again."""
+        log.error(
+            "authentication with peer %s at %s failed, leaving it out of job %r: %s. It does not "
+            "hold the job's token, or this node's --token-file is not the job's",
+            peer.node_id, peer.address, self._config.job, getattr(event, "reason", event),
+        )
+        self._res.update_view(self._res.view.distrust(peer.node_id))
 
     async def _view_change_or(self, seconds: float) -> None:
         # Not wait_for: on Python < 3.12 it can swallow a cancellation that arrives as the

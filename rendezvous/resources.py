@@ -26,6 +26,7 @@ from .address import choose_address
 from .config import JoinConfig
 from .coordinator import CoordinatorService, JoinSession, bind_server, serve
 from .core.advert import Advert
+from .core.auth import Keys
 from .core.peer import Peer
 from .core.preflight import Fingerprint, Mismatch
 from .core.round import Policy
@@ -36,6 +37,7 @@ from .discovery import Discovery, DiscoveryEvent, DiscoveryFactory
 from .errors import AddressError
 from .launcher import check_command
 from .ports import PortReservation
+from .token import load_keys
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,7 @@ class Resources:
     on_view: Callable[[], None]  # after every change of the view
     policy: Policy  # when a failed round is the last
     fingerprint: Optional[Fingerprint] = None  # what the command runs with, taken at startup
+    keys: Optional[Keys] = None  # the job's MAC keys, from --token-file
     registration: Optional[Path] = None
     view_changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -106,6 +109,12 @@ def bind_resources(
     """Choose the address, take the ports and build everything else, started by
     `Resources.start`. Fails before the network hears of this node, releasing the ports.
     The advert shows the `fingerprint`'s TensorFlow version and GPUs."""
+    keys = load_keys(config.token_file, config.job)
+    if keys is None:
+        log.warning(
+            "job %r has no --token-file: any host on this network can join it, or stop it from "
+            "forming", config.job,
+        )
     choice = choose_address(config.address, config.interface)
     address = choice.address
     log.info("node %s uses %s: %s", node_id, address, choice.reason)
@@ -119,7 +128,7 @@ def bind_resources(
         raise AddressError(f"--port {config.port}: {exc}") from None
     me = Peer(node_id=node_id, address=address, port=port, tf_port=reservation.port)
     shown = {"tensorflow": fingerprint.tensorflow, "gpus": fingerprint.describe_gpus()} if fingerprint else {}
-    view = PeerView(Advert(peer=me, job=config.job, expect=config.expect, **shown))
+    view = PeerView(Advert(peer=me, job=config.job, expect=config.expect, auth=keys is not None, **shown))
 
     def target() -> Target:
         return resources.view.target(time.monotonic())
@@ -128,11 +137,11 @@ def bind_resources(
     policy = Policy(config.max_restarts, frozenset(config.no_restart_on), allowed)
     service = CoordinatorService(
         me, config.job, config.expect, target, status, config.timings, config.liveness_timeout, policy,
-        config.settle,
+        config.settle, keys,
     )
     discovery = make_discovery(address, view.me, on_discovery)
     resources = Resources(
-        me, view, reservation, server, health.aio.HealthServicer(), service, discovery, on_view, policy, fingerprint
+        me, view, reservation, server, health.aio.HealthServicer(), service, discovery, on_view, policy, fingerprint, keys
     )
     return resources
 

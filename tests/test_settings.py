@@ -55,7 +55,7 @@ def test_names_of_every_option():
     assert {o.name for o in OPTIONS} == {
         "expect", "job", "command", "address", "interface", "port", "tf_port", "timeout",
         "stop_grace", "verbose", "quiet", "log_format", "timings", "max_restarts", "no_restart_on",
-        "liveness_timeout", "same_file", "allow_mismatch", "python", "settle", "metrics_port",
+        "liveness_timeout", "same_file", "allow_mismatch", "python", "settle", "metrics_port", "token_file",
     }
 
 

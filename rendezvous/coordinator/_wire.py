@@ -31,9 +31,21 @@ def _keepalive(seconds: float) -> list[tuple[str, int]]:
     ]
 
 
+# What a peer sends is small (a join names one peer); what it receives names up to 4,096
+# members, twice in a Status answer. Anything bigger is refused before it is parsed.
+MAX_REQUEST_BYTES = 64 * 1024
+MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+# A connection with no call open this long is closed: idle connections hold descriptors.
+MAX_IDLE_MS = 60_000
+
+
 def channel_options(keepalive: float = Timings.keepalive) -> list[tuple[str, int]]:
     # http(s)_proxy is ignored: rendezvous traffic never leaves the cluster.
-    return [("grpc.enable_http_proxy", 0), *_keepalive(keepalive)]
+    return [
+        ("grpc.enable_http_proxy", 0),
+        ("grpc.max_receive_message_length", MAX_RESPONSE_BYTES),
+        *_keepalive(keepalive),
+    ]
 
 
 def server_options(keepalive: float = Timings.keepalive) -> list[tuple[str, int]]:
@@ -42,6 +54,9 @@ def server_options(keepalive: float = Timings.keepalive) -> list[tuple[str, int]
         *_keepalive(keepalive),
         ("grpc.http2.min_recv_ping_interval_without_data_ms", max(1, int(keepalive * 500))),
         ("grpc.http2.max_ping_strikes", 0),
+        ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
+        ("grpc.max_connection_idle_ms", MAX_IDLE_MS),
+        ("grpc.max_concurrent_streams", 16),  # per connection; Join streams are capped by address
     ]
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
+from collections import Counter
 from typing import Callable, Optional
 
 import grpc
@@ -14,7 +16,8 @@ from ..config import Timings
 from ..core import job as jobs
 from ..core import round as rounds
 from ..core.advert import PROTOCOL_VERSION
-from ..core.peer import Peer
+from ..core.auth import AuthError, Keys
+from ..core.peer import Peer, parse_address, parse_grpc_peer, same_host
 from ..core.round import Action, Policy, RejectReason, Round, RoundPhase, Step
 from ..core.size import Size
 from ..core.status import NodeStatus
@@ -22,7 +25,7 @@ from ..core.view import Target
 from ..ports import check_port_free
 from ..v1 import rendezvous_pb2 as pb
 from ..v1 import rendezvous_pb2_grpc as pb_grpc
-from . import _wire
+from . import _auth, _wire
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +41,55 @@ _REASONS = {
 _END = None
 # The settle check runs this much after the settle time, never a tick before it.
 _SETTLE_SLACK = 0.01
+
+# Open Join streams from one address at most: a node opens one, a host a few.
+MAX_STREAMS_PER_SOURCE = 64
+
+
+def _source(context: grpc.aio.ServicerContext) -> str:
+    """The caller's address as gRPC names it, without the port."""
+    try:
+        return str(parse_grpc_peer(context.peer()))
+    except ValueError:
+        return context.peer()
+
+
+def _check_source(peer: Peer, source: str) -> None:
+    """A peer must connect from the address it claims: else anyone could join as another
+    host, whose TF worker would then be listed without knowing it."""
+    try:
+        ok = same_host(peer.address, parse_address(source))
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"it claims address {peer.address} but connects from {source}")
+
+
+class RateLimitedWarnings:
+    """One warning line per kind and address per `interval` seconds, then how many were
+    left out: a flood of bad requests must not become a flood of log lines."""
+
+    def __init__(self, logger: logging.Logger, interval: float = 30.0, capacity: int = 1024) -> None:
+        self._log = logger
+        self._interval = interval
+        self._capacity = capacity
+        self._last: dict[tuple[str, str], float] = {}
+        self._skipped: Counter[tuple[str, str]] = Counter()
+
+    def warn(self, kind: str, source: str, message: str, *args: object) -> None:
+        key = (kind, source)
+        now = time.monotonic()
+        if now - self._last.get(key, -math.inf) < self._interval or (
+            key not in self._last and len(self._last) >= self._capacity
+        ):
+            self._skipped[key] += 1
+            return
+        skipped = self._skipped.pop(key, 0)
+        self._last[key] = now
+        suffix = f" ({skipped} more like it in the last {self._interval:.0f} s)" if skipped else ""
+        self._log.warning(message + suffix, *args)
+        if len(self._last) >= self._capacity:
+            self._last = {k: t for k, t in self._last.items() if now - t < self._interval}
 
 
 class CoordinatorService(pb_grpc.RendezvousServicer):
@@ -59,8 +111,12 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         liveness_timeout: float = 5.0,
         policy: Policy = Policy(),
         settle: float = 0.0,
+        keys: Optional[Keys] = None,
     ) -> None:
         self._me = me
+        self._keys = keys
+        self._streams: Counter[str] = Counter()  # open Join streams by source address
+        self._warnings = RateLimitedWarnings(log)
         self._target = target
         self._status = status
         self._timings = timings
@@ -157,25 +213,45 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
     # -- RPCs ---------------------------------------------------------------------
 
     async def Join(self, request_iterator, context: grpc.aio.ServicerContext) -> None:  # noqa: N802
-        first = await context.read()
-        if first is grpc.aio.EOF or first.WhichOneof("body") != "join":
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "first message must be a join")
+        """One peer's stream. At most MAX_STREAMS_PER_SOURCE at a time from one address,
+        so that idle connections from one host cannot take every descriptor."""
+        source = _source(context)
+        if self._streams[source] >= MAX_STREAMS_PER_SOURCE:
+            self._warnings.warn("streams", source, "refused a Join stream from %s: %d are open from it", source, MAX_STREAMS_PER_SOURCE)
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "too many streams from this address")
+        self._streams[source] += 1
+        try:
+            await self._serve_join(context, source)
+        finally:
+            self._streams[source] -= 1
+            if not self._streams[source]:
+                del self._streams[source]
+
+    async def _serve_join(self, context: grpc.aio.ServicerContext, source: str) -> None:
+        first = await self._read_first(context, source)
+        signer = await self._authenticate(context, first, source)
         rejection = self._check_header(first.header)
         if rejection is not None:
-            await context.write(rejection)
+            await context.write(signer.seal(rejection))
             return
         try:
             peer = _wire.peer_from_pb(first.join.peer)
+            _check_source(peer, source)
         except (ValueError, TypeError) as exc:
-            await context.write(self._rejected(pb.Rejected.BAD_REQUEST, f"bad peer: {exc}"))
+            self._warnings.warn("bad peer", source, "refused a Join from %s: %s", source, exc)
+            await context.write(signer.seal(self._rejected(pb.Rejected.BAD_REQUEST, f"bad peer: {exc}")))
             return
+        if peer.node_id in self._outboxes:
+            # a clone of a member, or its identity replayed: the live member keeps its place
+            self._warnings.warn("duplicate", source, "refused a second stream for member %s from %s", peer.node_id, source)
+            await context.abort(grpc.StatusCode.ALREADY_EXISTS, f"node id {peer.node_id} already has an open stream")
         target = self._target()
         forming = self.round.phase in (RoundPhase.GATHERING, RoundPhase.ABORTED, RoundPhase.COMPLETED)
         if forming and target.endpoint != self._me.endpoint:
             redirect = pb.Redirect(reason=f"{self._me.endpoint} is not the coordinator")
             if target.peer is not None:
                 redirect.coordinator.CopyFrom(_wire.peer_to_pb(target.peer))
-            await context.write(self._message(redirect=redirect))
+            await context.write(signer.seal(self._message(redirect=redirect)))
             return
         asked = max(1, first.header.round)
         self._apply(rounds.newer(self.round, asked))
@@ -183,17 +259,17 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         step = self._join(peer, first.join)
         if step.rejection is not None:
             log.warning("rejected %s: %s", peer.describe(), step.rejection.message)
-            await context.write(self._rejected(_REASONS[step.rejection.reason], step.rejection.message))
+            await context.write(signer.seal(self._rejected(_REASONS[step.rejection.reason], step.rejection.message)))
             return
         outbox: asyncio.Queue[Optional[pb.CoordinatorMessage]] = asyncio.Queue()
         self._outboxes[peer.node_id] = outbox
-        reader = asyncio.create_task(self._read(context, peer, outbox), name=f"read-{peer.node_id}")
+        reader = asyncio.create_task(self._read(context, peer, outbox, signer), name=f"read-{peer.node_id}")
         self._start_watchdog()
         try:
             self._apply(step)
             self.round = rounds.heard(self.round, peer.node_id, time.monotonic())
             while (message := await self._next_message(outbox)) is not _END:
-                await context.write(message)
+                await context.write(signer.seal(message))
         finally:
             reader.cancel()
             if self._outboxes.get(peer.node_id) is outbox:
@@ -215,6 +291,45 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
             step = rounds.join(self.round, peer, expect, time.monotonic(), fingerprint)
         return step
 
+    async def _read_first(self, context: grpc.aio.ServicerContext, source: str) -> pb.PeerMessage:
+        """The stream's first message, a join, within the handshake time."""
+        message = await self._read_within(context, source)
+        if message is grpc.aio.EOF or message.WhichOneof("body") != "join":
+            self._warnings.warn("first", source, "refused a Join stream from %s: it did not start with a join", source)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "first message must be a join")
+        return message
+
+    async def _read_within(self, context: grpc.aio.ServicerContext, source: str):
+        try:
+            return await asyncio.wait_for(context.read(), self._timings.handshake)
+        except asyncio.TimeoutError:
+            self._warnings.warn("silent", source, "closed a Join stream from %s: nothing within %.0f s", source, self._timings.handshake)
+            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "no join within the handshake time")
+
+    async def _authenticate(self, context: grpc.aio.ServicerContext, first: pb.PeerMessage, source: str) -> _auth.Signer:
+        """With a token: check the join's MAC, send the challenge and check the proof (see
+        rendezvous.core.auth). A peer is admitted only after this."""
+        try:
+            signer = _auth.server_signer(self._keys, first)
+            if signer.active:
+                challenge = _auth.new_nonce()
+                signer.stream = signer.stream.with_server_nonce(challenge)  # type: ignore[union-attr]
+                await context.write(signer.seal(self._message(heartbeat=pb.Heartbeat()), nonce=challenge))
+                proof = await self._read_within(context, source)
+                if proof is grpc.aio.EOF:
+                    raise AuthError("the stream ended before the proof")
+                signer.open(proof)
+        except AuthError as exc:
+            await self._refuse(context, source, str(exc))
+        return signer
+
+    async def _refuse(self, context: grpc.aio.ServicerContext, source: str, why: str) -> None:
+        self._warnings.warn("auth", source, "refused %s: authentication failed (%s)", source, why)
+        await context.abort(
+            grpc.StatusCode.UNAUTHENTICATED,
+            f"authentication failed for job {self.round.job!r}: {why}. Every peer needs the same --token-file",
+        )
+
     async def _next_message(self, outbox: asyncio.Queue) -> Optional[pb.CoordinatorMessage]:
         """The next message for a peer; a heartbeat when there was none for a while."""
         try:
@@ -222,9 +337,10 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         except asyncio.TimeoutError:
             return self._message(heartbeat=pb.Heartbeat())
 
-    async def _read(self, context: grpc.aio.ServicerContext, peer: Peer, outbox: asyncio.Queue) -> None:
+    async def _read(self, context: grpc.aio.ServicerContext, peer: Peer, outbox: asyncio.Queue, signer: _auth.Signer) -> None:
         try:
             while (message := await context.read()) is not grpc.aio.EOF:
+                signer.open(message)
                 if message.header.round != self.round.number:
                     continue  # rounds never mix: a message of another round is stale
                 self.round = rounds.heard(self.round, peer.node_id, time.monotonic())
@@ -240,6 +356,8 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
                     self._progressed(peer, message.progress)
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
             pass
+        except AuthError as exc:
+            log.warning("closed the stream of %s: %s", peer.describe(), exc)
         outbox.put_nowait(_END)
 
     def _progressed(self, peer: Peer, message: pb.Progress) -> None:
@@ -274,7 +392,15 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
             self._check_stragglers()
 
     async def Status(self, request: pb.StatusRequest, context: grpc.aio.ServicerContext) -> pb.StatusResponse:  # noqa: N802
-        return _wire.status_to_pb(self._status())
+        """Anyone may ask (`rendezvous status` has no token); a signed request gets a
+        signed answer, which a peer can trust."""
+        signer = _auth.Signer(None)
+        if request.header.auth.scheme:
+            try:
+                signer = _auth.open_request(self._keys, request)
+            except AuthError as exc:
+                await self._refuse(context, _source(context), str(exc))
+        return signer.seal(_wire.status_to_pb(self._status()))
 
     async def JobStatus(self, request: pb.StatusRequest, context: grpc.aio.ServicerContext) -> pb.JobStatusResponse:  # noqa: N802
         target = self._target()

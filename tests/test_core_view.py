@@ -342,3 +342,38 @@ def test_the_timeout_summary_names_an_address_shared_by_two_nodes():
     assert "10.0.0.9 is the address of 2 nodes" in summary
     assert "two hosts are configured with the same address" in summary
     assert "same address" not in view(LOW, HIGH).missing_summary()
+
+
+# --------------------------------------------------------------------------
+# authentication: distrusted peers, adverts with and without a token
+# --------------------------------------------------------------------------
+
+
+def test_a_distrusted_peer_is_left_out_for_good_whatever_it_advertises_next():
+    v = view(LOW, HIGH).distrust(LOW.node_id)
+    assert v.target(0.0).peer == ME.peer
+    v = v.seen(dataclasses.replace(LOW, phase=Phase.RUNNING, coordinator=LOW.peer.endpoint))
+    assert v.target(0.0).peer == ME.peer
+    assert LOW.peer not in v.live_peers(0.0)
+
+
+def test_this_node_is_never_distrusted():
+    assert view(LOW).distrust(ME.node_id).distrusted == frozenset()
+
+
+def test_a_frozen_advert_naming_a_distrusted_coordinator_is_not_followed():
+    following = dataclasses.replace(HIGH, phase=Phase.RUNNING, coordinator=LOW.peer.endpoint)
+    v = view(LOW, following).distrust(LOW.node_id)
+    assert v.target(0.0).peer == ME.peer
+
+
+def test_with_a_token_adverts_without_one_do_not_count():
+    me = dataclasses.replace(ME, auth=True)
+    v = view(LOW, dataclasses.replace(HIGH, expect=5), me=me)
+    assert v.target(0.0).peer == me.peer
+    assert v.conflicts() == []  # its --expect is no claim this node acts on
+
+
+def test_without_a_token_an_advert_wanting_one_is_a_conflict():
+    [conflict] = view(dataclasses.replace(LOW, auth=True), dataclasses.replace(HIGH, expect=5)).conflicts()
+    assert "this job requires a token" in conflict and "--token-file" in conflict

@@ -3,8 +3,10 @@ form it; a host without it, or with another one, is refused and never runs its c
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
+import sys
 import time
 from pathlib import Path
 
@@ -13,6 +15,8 @@ import pytest
 from peers import assert_consistent, join_argv, records, start_peer
 
 pytestmark = pytest.mark.netns
+
+FORGER = Path(__file__).with_name("forge_join.py")
 
 
 def token_file(directory: Path, name: str, secret: str) -> str:
@@ -55,3 +59,56 @@ def test_only_peers_with_the_token_form_the_job(make_network, tmp_path):
     assert_consistent(recs, [h.address for h in honest])  # the forged hosts never ran it
     for text in [bare.log, wrong_peer.log, *(p.log for p in peers), *(str(r["env"]) for r in recs)]:
         assert secret not in text
+
+
+def forge(host, endpoint: str, job: str, claimed: dict, *replay: str) -> dict:
+    argv = [sys.executable, str(FORGER), endpoint, job, claimed["node_id"], claimed["address"],
+            str(claimed["port"]), str(claimed["tf_port"]), *replay]
+    result = host.run(argv, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def own_status(host, run_dir: Path) -> dict:
+    result = host.run(
+        [sys.executable, "-m", "rendezvous", "status", "--json"], capture_output=True, text=True, timeout=30,
+        env={**os.environ, "RENDEZVOUS_RUNTIME_DIR": str(run_dir)},
+    )
+    assert result.returncode == 0, result.stderr
+    [status] = json.loads(result.stdout)
+    return status
+
+
+@pytest.mark.parametrize("with_token", [False, True], ids=["open", "token"])
+def test_a_stolen_identity_or_a_replayed_exchange_from_another_host_is_refused(make_network, tmp_path, with_token):
+    """Another host replays a waiting member's identity (read from `status --json`), claims
+    an address not its own, or (token) replays a recorded join and proof: all refused, and
+    the member's place is kept: the job forms as soon as its second peer comes."""
+    net = make_network(3)
+    job = f"n-{secrets.token_hex(4)}"
+    out = tmp_path / "out"
+    out.mkdir()
+    secret = secrets.token_hex(32)
+    options = ["--token-file", token_file(tmp_path, "token", secret)] if with_token else []
+    first, second, attacker = net.hosts
+    peers = [start_peer(join_argv(2, job, out, options=options), tmp_path, "first", popen=first.popen)]
+    deadline = time.monotonic() + 20
+    while not (tmp_path / "run").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1)
+    victim = own_status(first, tmp_path / "run")["node"]
+    endpoint = f"{victim['address']}:{victim['port']}"
+    if with_token:
+        replayed = forge(attacker, endpoint, job, {**victim, "address": attacker.address, "node_id": "feedfeedfeed"}, "--replay", options[1])
+        assert replayed["code"] == "UNAUTHENTICATED", replayed
+    else:
+        stolen = forge(attacker, endpoint, job, victim)
+        assert stolen["reason"] == "BAD_REQUEST" and "connects from" in stolen["message"], stolen
+        elsewhere = forge(attacker, endpoint, job, {**victim, "node_id": "feedfeedfeed", "address": second.address})
+        assert elsewhere["reason"] == "BAD_REQUEST", elsewhere
+        clone = forge(attacker, endpoint, job, {**victim, "address": attacker.address})
+        assert clone["code"] == "ALREADY_EXISTS", clone
+    peers.append(start_peer(join_argv(2, job, out, options=options), tmp_path, "second", popen=second.popen))
+    for peer in peers:
+        assert peer.wait() == 0, peer.log
+    assert_consistent(records(out), [first.address, second.address])

@@ -146,7 +146,7 @@ class Joiner:
                     if action.suspect is not None:
                         self._suspect(action.suspect)
                     if action.distrust is not None:
-                        self._distrust(action.distrust, event)
+                        self._res.distrust(action.distrust, getattr(event, "reason", ""))
                     return action
                 elif isinstance(action, RoundEnd):
                     return action
@@ -303,15 +303,6 @@ class Joiner:
                 if answered:
                     log.info("%s answers again: it is a candidate again", peer.describe())
                     self._res.update_view(self._res.view.trust(peer.node_id))
-
-    def _distrust(self, peer: Peer, event: MemberEvent) -> None:
-        """Logged once per peer: it is never asked again."""
-        log.error(
-            "authentication with peer %s at %s failed, leaving it out of job %r: %s. It does not "
-            "hold the job's token, or this node's --token-file is not the job's",
-            peer.node_id, peer.address, self._config.job, getattr(event, "reason", event),
-        )
-        self._res.update_view(self._res.view.distrust(peer.node_id))
 
     async def _view_change_or(self, seconds: float) -> None:
         # Not wait_for: on Python < 3.12 it can swallow a cancellation that arrives as the

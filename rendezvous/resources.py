@@ -24,6 +24,7 @@ from grpc_health.v1 import health
 from . import runtime
 from .address import choose_address
 from .config import JoinConfig
+from .confirming import Confirmer
 from .coordinator import CoordinatorService, JoinSession, bind_server, serve
 from .core.advert import Advert
 from .core.auth import Keys
@@ -62,6 +63,7 @@ class Resources:
     policy: Policy  # when a failed round is the last
     fingerprint: Optional[Fingerprint] = None  # what the command runs with, taken at startup
     keys: Optional[Keys] = None  # the job's MAC keys, from --token-file
+    confirmer: Optional[Confirmer] = None
     registration: Optional[Path] = None
     view_changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -75,6 +77,18 @@ class Resources:
         self.service.follow(view.target(time.monotonic()))
         self.view_changed.set()
         self.on_view()
+        if self.confirmer is not None:
+            self.confirmer.kick()
+
+    def distrust(self, peer: Peer, why: str) -> None:
+        """Leave a peer that failed authentication out for good; said once per peer."""
+        if peer.node_id in self.view.distrusted:
+            return
+        log.error(
+            "authentication with peer %s at %s failed, leaving it out: %s. It does not hold the "
+            "job's token, or this node's --token-file is not the job's", peer.node_id, peer.address, why,
+        )
+        self.update_view(self.view.distrust(peer.node_id))
 
     async def start(self, config: JoinConfig) -> None:
         """Serve, advertise, and register for `rendezvous status`."""
@@ -90,6 +104,7 @@ class Resources:
         await run_all(
             ("release the TF port", self.reservation.release),
             *first,
+            ("stop confirming adverts", self.confirmer.close if self.confirmer else None),
             ("remove the runtime file", lambda: runtime.unregister(self.registration)),
             ("stop the health service", self.health.enter_graceful_shutdown),
             ("stop the gRPC server", lambda: self.server.stop(grace=0.5)),
@@ -143,6 +158,7 @@ def bind_resources(
     resources = Resources(
         me, view, reservation, server, health.aio.HealthServicer(), service, discovery, on_view, policy, fingerprint, keys
     )
+    resources.confirmer = Confirmer(resources, config.timings.resolve_timeout, config.timings.suspect_after)
     return resources
 
 

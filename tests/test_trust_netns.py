@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -49,10 +50,14 @@ def test_only_peers_with_the_token_form_the_job(make_network, tmp_path):
     assert bare.wait(timeout=20) == 4, bare.log
     assert "this job requires a token" in bare.log
     assert time.monotonic() - started < 10, bare.log
+    named = 0
     for peer in peers:
         assert peer.wait() == 0, peer.log
-        # the forged coordinator is named once, with its address
-        assert peer.log.count(f"at {wrong_token.address} failed") == 1, peer.log
+        # the forged host is named with its address, once at most when it asks, once when asked
+        for needle in (f"refused {wrong_token.address}: authentication", f"at {wrong_token.address} failed"):
+            assert peer.log.count(needle) <= 1, peer.log
+            named += peer.log.count(needle)
+    assert named >= 1, [p.log for p in peers]
     assert wrong_peer.wait() == 3, wrong_peer.log
     assert "authentication" in wrong_peer.log
     recs = records(out)
@@ -112,3 +117,28 @@ def test_a_stolen_identity_or_a_replayed_exchange_from_another_host_is_refused(m
     for peer in peers:
         assert peer.wait() == 0, peer.log
     assert_consistent(records(out), [first.address, second.address])
+
+
+def test_forged_adverts_are_hints_that_stop_nothing(make_network, tmp_path):
+    """An advert with --expect 1, one of a running job with a made-up coordinator, and ten
+    at unused lower addresses: none is confirmed by a Status over gRPC, so none is acted
+    on; the job forms as if they were not there."""
+    net = make_network(3)
+    job = f"n-{secrets.token_hex(4)}"
+    out = tmp_path / "out"
+    out.mkdir()
+    forger, *honest = net.hosts
+    adverts = forger.popen([sys.executable, str(FORGER.with_name("forge_adverts.py")), job, forger.address],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert adverts.stdout.readline().strip() == "advertised"
+        peers = []
+        for host in honest:  # the first one waits among the forged adverts a while
+            peers.append(start_peer(join_argv(2, job, out, options=["--timeout", "25"]), tmp_path, host.name, popen=host.popen))
+            time.sleep(4)
+        for peer in peers:
+            assert peer.wait() == 0, peer.log
+    finally:
+        adverts.kill()
+        adverts.wait()
+    assert_consistent(records(out), [h.address for h in honest])

@@ -45,6 +45,10 @@ class Untrusted(SessionLost):
     not hold the job's token."""
 
 
+class StatusUntrusted(NoDaemonError):
+    """A Status answer that failed authentication, or a refusal of this node's request."""
+
+
 class JoinSession:
     """A Join stream from `me` to the coordinator at `endpoint`."""
 
@@ -161,6 +165,8 @@ async def _ask(endpoint: str, timeout: float, method: str, request: pb.StatusReq
         try:
             return await call(request, timeout=timeout)
         except grpc.aio.AioRpcError as exc:
+            if exc.code() is grpc.StatusCode.UNAUTHENTICATED:
+                raise StatusUntrusted(f"{endpoint} refused this node's signed request") from None
             raise NoDaemonError(f"the daemon at {endpoint} did not answer: {exc.code().name} {exc.details()}") from None
 
 
@@ -173,7 +179,7 @@ async def fetch_status(endpoint: str, timeout: float, keys: Optional[Keys] = Non
         signer.open(response)
         return _wire.status_from_pb(response)
     except AuthError as exc:
-        raise NoDaemonError(f"the daemon at {endpoint} failed authentication: {exc}") from None
+        raise StatusUntrusted(f"the answer of {endpoint}: {exc}") from None
     except ValueError as exc:
         raise NoDaemonError(f"the daemon at {endpoint} sent an invalid status: {exc}") from None
 

@@ -32,12 +32,18 @@ class PeerView:
     `distrusted` peers failed authentication with this node (they do not know the job's
     token): they are left out for good, whatever they advertise next. When this node has a
     token, adverts that do not say they want one are left out too.
+
+    An advert is only a hint: anyone on the link can send one. A peer counts (is elected,
+    followed, or disagrees on --expect) once `confirmed` holds what its own Status said over
+    gRPC, for the same identity and endpoint; its claims are then taken from there. Nodes
+    that never answer are never waited for.
     """
 
     me: Advert
     others: Mapping[str, Advert] = field(default_factory=dict)
     unreachable: Mapping[str, float] = field(default_factory=dict)
     distrusted: frozenset[str] = frozenset()
+    confirmed: Mapping[str, Advert] = field(default_factory=dict)
 
     def seen(self, advert: Advert) -> "PeerView":
         """Add or update a discovered advert. Other jobs are not part of the view."""
@@ -55,7 +61,8 @@ class PeerView:
         if node_id not in self.others:
             return self
         return replace(
-            self, others=_without(self.others, node_id), unreachable=_without(self.unreachable, node_id)
+            self, others=_without(self.others, node_id), unreachable=_without(self.unreachable, node_id),
+            confirmed=_without(self.confirmed, node_id),
         )
 
     def suspect(self, node_id: str, until: float) -> "PeerView":
@@ -85,9 +92,21 @@ class PeerView:
         a token if this node has one."""
         return advert.node_id not in self.distrusted and (advert.auth or not self.me.auth)
 
+    def confirm(self, claims: Advert) -> "PeerView":
+        """What a peer's own Status said (`NodeStatus.as_advert`)."""
+        if claims.node_id not in self.others:
+            return self
+        return replace(self, confirmed={**self.confirmed, claims.node_id: claims})
+
+    def unconfirmed(self) -> list[Advert]:
+        """Adverts whose claims no Status has confirmed yet (new ones, changed ones)."""
+        return [a for a in self.others.values() if self._trusted(a) and not _same_claims(self.confirmed.get(a.node_id), a)]
+
     @property
     def _candidates(self) -> list[Advert]:
-        return [a for a in self.others.values() if self._trusted(a)]
+        """The other peers that count, with their claims as their Status confirmed them."""
+        found = (self.confirmed.get(a.node_id) for a in self.others.values() if self._trusted(a))
+        return [c for c in found if c is not None and c.peer == self.others[c.node_id].peer]
 
     def with_me(self, me: Advert) -> "PeerView":
         return replace(self, me=me)
@@ -162,6 +181,16 @@ class PeerView:
             f"saw {len(self.peers)} of {self.me.expect.describe()} peers of job {self.me.job!r}: "
             f"{describe_peers(self.peers)}; {missing} never appeared{twins}"
         )
+
+
+def _same_claims(confirmed: Optional[Advert], advert: Advert) -> bool:
+    """Whether an advert claims what its Status confirmed: the same endpoint, --expect, and
+    frozen coordinator of the same round."""
+    def claims(a: Advert) -> tuple:
+        frozen = a.phase is not Phase.WAITING and a.coordinator
+        return (a.peer, a.expect, a.round, a.coordinator if frozen else None)
+
+    return confirmed is not None and claims(confirmed) == claims(advert)
 
 
 def _without(mapping: Mapping[str, T], key: str) -> dict[str, T]:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Iterable, Optional
 
 from ..config import Timings
-from ..core.advert import PROTOCOL_VERSION, Phase
+from ..core.advert import PROTOCOL_VERSION, Phase, validate_job
 from ..core.job import JobView, MemberView
 from ..core.peer import Peer, parse_address
 from ..core.preflight import Fingerprint
@@ -157,8 +158,14 @@ def status_to_pb(status: NodeStatus) -> pb.StatusResponse:
     return response
 
 
+def _duration(seconds: float) -> Optional[float]:
+    """Seconds from the wire: NaN, infinities and negative values mean unknown."""
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
 def status_from_pb(message: pb.StatusResponse) -> NodeStatus:
     """Raises ValueError for a response that is not a valid status."""
+    validate_job(message.header.job)  # printed by `status`: no control characters
     members = tuple(peer_from_pb(p) for p in message.members)
     membership = Membership(job=message.header.job, round=message.header.round, members=members) if members else None
     pid = message.trainer_pid or None
@@ -172,7 +179,7 @@ def status_from_pb(message: pb.StatusResponse) -> NodeStatus:
         following=optional_peer_from_pb(message.coordinator) if not members else None,
         membership=membership,
         trainer_pid=pid,
-        trainer_uptime=message.trainer_uptime_seconds if pid else None,
+        trainer_uptime=_duration(message.trainer_uptime_seconds) if pid else None,
         exit_code=message.exit_code if message.HasField("exit_code") else None,
         fingerprint=optional_fingerprint_from_pb(message),
         tensorflow=dict(message.tensorflow),

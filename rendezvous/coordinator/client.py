@@ -26,7 +26,7 @@ from ..core.peer import Peer
 from ..core.preflight import Fingerprint
 from ..core.progress import Progress
 from ..core.size import Size
-from ..core.status import NodeStatus
+from ..core.status import NodeStatus, printable
 from ..core.tf_config import Membership
 from ..errors import NoDaemonError
 from ..v1 import rendezvous_pb2 as pb
@@ -167,7 +167,7 @@ async def _ask(endpoint: str, timeout: float, method: str, request: pb.StatusReq
         except grpc.aio.AioRpcError as exc:
             if exc.code() is grpc.StatusCode.UNAUTHENTICATED:
                 raise StatusUntrusted(f"{endpoint} refused this node's signed request") from None
-            raise NoDaemonError(f"the daemon at {endpoint} did not answer: {exc.code().name} {exc.details()}") from None
+            raise NoDaemonError(f"the daemon at {endpoint} did not answer: {exc.code().name} {printable(exc.details() or '')}") from None
 
 
 async def fetch_status(endpoint: str, timeout: float, keys: Optional[Keys] = None) -> NodeStatus:
@@ -181,7 +181,7 @@ async def fetch_status(endpoint: str, timeout: float, keys: Optional[Keys] = Non
     except AuthError as exc:
         raise StatusUntrusted(f"the answer of {endpoint}: {exc}") from None
     except ValueError as exc:
-        raise NoDaemonError(f"the daemon at {endpoint} sent an invalid status: {exc}") from None
+        raise NoDaemonError(f"the daemon at {endpoint} sent an invalid status: {printable(str(exc))}") from None
 
 
 async def fetch_job_status(endpoint: str, timeout: float) -> JobView:
@@ -190,4 +190,4 @@ async def fetch_job_status(endpoint: str, timeout: float) -> JobView:
     try:
         return _wire.job_view_from_pb(response)
     except ValueError as exc:
-        raise NoDaemonError(f"the daemon at {endpoint} sent an invalid job status: {exc}") from None
+        raise NoDaemonError(f"the daemon at {endpoint} sent an invalid job status: {printable(str(exc))}") from None

@@ -83,6 +83,13 @@ class NodeStatus:
         return build_tf_config(self.membership, rank)
 
 
+def printable(text: str, limit: int = 300) -> str:
+    """Text from the network or a file, safe for a terminal: control and other unprintable
+    characters escaped, at most `limit` characters."""
+    escaped = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[: limit + 1])
+    return escaped if len(escaped) <= limit else escaped[:limit] + "..."
+
+
 def _worker(status: NodeStatus) -> str:
     world = status.membership.world_size if status.membership else status.expect.max
     return f"worker {status.rank} of {world}"

@@ -10,6 +10,7 @@ from collections import Counter
 from typing import Callable, Optional
 
 import grpc
+from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from ..config import Timings
@@ -20,7 +21,7 @@ from ..core.auth import AuthError, Keys
 from ..core.peer import Peer, parse_address, parse_grpc_peer, same_host
 from ..core.round import Action, Policy, RejectReason, Round, RoundPhase, Step
 from ..core.size import Size
-from ..core.status import NodeStatus
+from ..core.status import NodeStatus, printable
 from ..core.view import Target
 from ..ports import check_port_free
 from ..v1 import rendezvous_pb2 as pb
@@ -301,10 +302,14 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
 
     async def _read_within(self, context: grpc.aio.ServicerContext, source: str):
         try:
-            return await asyncio.wait_for(context.read(), self._timings.handshake)
+            message = await asyncio.wait_for(context.read(), self._timings.handshake)
         except asyncio.TimeoutError:
-            self._warnings.warn("silent", source, "closed a Join stream from %s: nothing within %.0f s", source, self._timings.handshake)
+            self._warnings.warn("silent", source, "closed a Join stream from %s: nothing within %g s", source, self._timings.handshake)
             await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "no join within the handshake time")
+        if message is None:
+            self._warnings.warn("malformed", source, "refused a Join stream from %s: not a protobuf message", source)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "not a PeerMessage")
+        return message
 
     async def _authenticate(self, context: grpc.aio.ServicerContext, first: pb.PeerMessage, source: str) -> _auth.Signer:
         """With a token: check the join's MAC, send the challenge and check the proof (see
@@ -340,6 +345,8 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
     async def _read(self, context: grpc.aio.ServicerContext, peer: Peer, outbox: asyncio.Queue, signer: _auth.Signer) -> None:
         try:
             while (message := await context.read()) is not grpc.aio.EOF:
+                if message is None:
+                    raise DecodeError("not a PeerMessage")
                 signer.open(message)
                 if message.header.round != self.round.number:
                     continue  # rounds never mix: a message of another round is stale
@@ -349,15 +356,16 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
                     self._apply(rounds.ready(self.round, peer.node_id, message.ready.cluster_digest))
                 elif kind == "finished":
                     done = message.finished
-                    log.info("%s finished with exit code %d %s", peer.describe(), done.exit_code, done.reason)
+                    log.info("%s finished with exit code %d %s", peer.describe(), done.exit_code, printable(done.reason))
                     self._note(lambda board: jobs.finished(board, peer.node_id, done.exit_code, time.monotonic()))
                     self._apply(rounds.finished(self.round, peer.node_id, done.exit_code, done.reason))
                 elif kind == "progress":
                     self._progressed(peer, message.progress)
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
             pass
-        except AuthError as exc:
+        except (AuthError, DecodeError) as exc:
             log.warning("closed the stream of %s: %s", peer.describe(), exc)
+            outbox.put_nowait(self._rejected(pb.Rejected.BAD_REQUEST, f"closed: {exc}"))
         outbox.put_nowait(_END)
 
     def _progressed(self, peer: Peer, message: pb.Progress) -> None:
@@ -395,6 +403,8 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         """Anyone may ask (`rendezvous status` has no token); a signed request gets a
         signed answer, which a peer can trust."""
         signer = _auth.Signer(None)
+        if request is None:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "not a StatusRequest")
         if request.header.auth.scheme:
             try:
                 signer = _auth.open_request(self._keys, request)
@@ -444,13 +454,51 @@ def bind_server(host: str, port: int, keepalive: float = Timings.keepalive) -> t
     return server, bound
 
 
+class _Handlers:
+    """Stands in for a server to catch what the generated code registers."""
+
+    def __init__(self) -> None:
+        self.service = ""
+        self.handlers: dict[str, grpc.RpcMethodHandler] = {}
+
+    def add_generic_rpc_handlers(self, handlers: object) -> None:
+        pass
+
+    def add_registered_method_handlers(self, service: str, handlers: dict) -> None:
+        self.service, self.handlers = service, handlers
+
+
+def _lenient(parse: Callable[[bytes], object]) -> Callable[[bytes], object]:
+    def parse_or_none(data: bytes) -> object:
+        try:
+            return parse(data)
+        except DecodeError:
+            return None
+
+    return parse_or_none
+
+
+def add_lenient_servicer(service: pb_grpc.RendezvousServicer, server: grpc.aio.Server) -> None:
+    """Register every RPC of the Rendezvous service as the generated code would, except
+    that a request that is not a protobuf message reaches the method as None (to be
+    answered INVALID_ARGUMENT) instead of failing in gRPC with UNKNOWN and a traceback."""
+    caught = _Handlers()
+    pb_grpc.add_RendezvousServicer_to_server(service, caught)
+    handlers = {
+        name: handler._replace(request_deserializer=_lenient(handler.request_deserializer))
+        for name, handler in caught.handlers.items()
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(caught.service, handlers),))
+    server.add_registered_method_handlers(caught.service, handlers)
+
+
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Rendezvous"].full_name
 
 
 async def serve(server: grpc.aio.Server, service: CoordinatorService, checker: health.aio.HealthServicer) -> None:
     """Start serving Rendezvous and the standard gRPC health service (grpc.health.v1), both
     SERVING; call `checker.enter_graceful_shutdown()` before stopping."""
-    pb_grpc.add_RendezvousServicer_to_server(service, server)
+    add_lenient_servicer(service, server)
     health_pb2_grpc.add_HealthServicer_to_server(checker, server)
     await server.start()
     for name in ("", SERVICE_NAME):

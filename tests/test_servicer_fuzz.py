@@ -221,3 +221,25 @@ def test_a_job_forms_while_junk_hits_the_coordinators_port(tmp_path):
         for sender in senders:
             sender.join()
     assert_consistent(records(out), ["127.0.0.2", "127.0.0.3"])
+
+
+def test_warnings_are_rate_limited_per_kind_and_address(caplog):
+    import logging
+
+    from rendezvous.coordinator.server import RateLimitedWarnings
+
+    logger = logging.getLogger("test.warnings")
+    warnings = RateLimitedWarnings(logger, interval=60)
+    with caplog.at_level(logging.WARNING, logger="test.warnings"):
+        for _ in range(3000):
+            warnings.warn("auth", "10.0.0.1", "refused %s", "10.0.0.1")
+        warnings.warn("auth", "10.0.0.2", "refused %s", "10.0.0.2")
+        warnings.warn("first", "10.0.0.1", "bad first message from %s", "10.0.0.1")
+    assert [r.getMessage() for r in caplog.records] == [
+        "refused 10.0.0.1", "refused 10.0.0.2", "bad first message from 10.0.0.1",
+    ]
+    again = RateLimitedWarnings(logger, interval=0)
+    with caplog.at_level(logging.WARNING, logger="test.warnings"):
+        again.warn("auth", "10.0.0.1", "refused")
+        again.warn("auth", "10.0.0.1", "refused")
+    assert len(caplog.records) == 5

@@ -259,7 +259,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         self._apply(rounds.newer(self.round, asked))  # a running round was aborted: the next one
         step = self._join(peer, first.join)
         if step.rejection is not None:
-            log.warning("rejected %s: %s", peer.describe(), step.rejection.message)
+            self._warnings.warn(step.rejection.reason.value, source, "rejected %s: %s", peer.describe(), step.rejection.message)
             await context.write(signer.seal(self._rejected(_REASONS[step.rejection.reason], step.rejection.message)))
             return
         outbox: asyncio.Queue[Optional[pb.CoordinatorMessage]] = asyncio.Queue()

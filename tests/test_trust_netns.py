@@ -38,7 +38,7 @@ def test_only_peers_with_the_token_form_the_job(make_network, tmp_path):
     no_token, wrong_token, *honest = net.hosts
     # the two forged hosts hold the lowest addresses, and start first
     wrong_peer = start_peer(
-        join_argv(2, job, out, options=["--token-file", wrong, "--timeout", "15"]), tmp_path, "wrong", popen=wrong_token.popen
+        join_argv(2, job, out, options=["--token-file", wrong, "--timeout", "10"]), tmp_path, "wrong", popen=wrong_token.popen
     )
     bare = start_peer(join_argv(2, job, out), tmp_path, "bare", popen=no_token.popen)
     time.sleep(1)
@@ -101,7 +101,9 @@ def test_a_stolen_identity_or_a_replayed_exchange_from_another_host_is_refused(m
     while not (tmp_path / "run").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     time.sleep(1)
-    victim = own_status(first, tmp_path / "run")["node"]
+    status = own_status(first, tmp_path / "run")
+    assert secret not in json.dumps(status)
+    victim = status["node"]
     endpoint = f"{victim['address']}:{victim['port']}"
     if with_token:
         replayed = forge(attacker, endpoint, job, {**victim, "address": attacker.address, "node_id": "feedfeedfeed"}, "--replay", options[1])

@@ -49,7 +49,7 @@ def test_only_peers_with_the_token_form_the_job(make_network, tmp_path):
     started = time.monotonic()
     assert bare.wait(timeout=20) == 4, bare.log
     assert "this job requires a token" in bare.log
-    assert time.monotonic() - started < 10, bare.log
+    assert time.monotonic() - started < 20, bare.log  # at once, not at its --timeout (40 s)
     named = 0
     for peer in peers:
         assert peer.wait() == 0, peer.log

@@ -243,3 +243,16 @@ def test_warnings_are_rate_limited_per_kind_and_address(caplog):
         again.warn("auth", "10.0.0.1", "refused")
         again.warn("auth", "10.0.0.1", "refused")
     assert len(caplog.records) == 5
+
+
+def test_a_join_asking_for_an_absurd_round_is_rejected_and_the_round_stays(open_server):
+    me = open_server.me
+    join = pb.PeerMessage(
+        header=pb.Header(protocol_version=1, job=JOB, round=2**64 - 1, sender_node_id="abcdef999999"),
+        join=pb.JoinRequest(peer=pb.Peer(node_id="abcdef999999", address="127.0.0.1", port=1, tf_port=2), expect=2),
+    )
+    with grpc.insecure_channel(me.endpoint) as channel:
+        call = channel.stream_stream(JOIN, request_serializer=bytes, response_deserializer=pb.CoordinatorMessage.FromString)
+        [answer] = list(call(iter([join.SerializeToString()]), timeout=3))
+    assert answer.rejected.reason == pb.Rejected.BAD_REQUEST and "out of range" in answer.rejected.message
+    assert open_server.service.round.number < 2**32

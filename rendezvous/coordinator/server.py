@@ -43,6 +43,10 @@ _END = None
 # The settle check runs this much after the settle time, never a tick before it.
 _SETTLE_SLACK = 0.01
 
+# Rounds a join may ask for: --max-restarts is at most 1,000, so no real job gets near; a
+# forged join must not move the coordinator to the end of the counter.
+MAX_ROUND = 2**32
+
 # Open Join streams from one address at most: a node opens one, a host a few.
 MAX_STREAMS_PER_SOURCE = 64
 
@@ -435,6 +439,8 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
                 pb.Rejected.BAD_REQUEST,
                 f"job {header.job!r} asked a node of job {self.round.job!r}",
             )
+        if header.round > MAX_ROUND:
+            return self._rejected(pb.Rejected.BAD_REQUEST, f"round {header.round} is out of range (at most {MAX_ROUND})")
         return None
 
     def _rejected(self, reason: int, message: str) -> pb.CoordinatorMessage:

@@ -4,8 +4,10 @@ secret itself never printed."""
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -79,3 +81,23 @@ def test_port_equal_to_tf_port_exits_2():
     )
     assert result.returncode == 2, result
     assert "--port and --tf-port are both 7000" in result.stderr
+
+
+def test_restart_rounds_run_with_a_token(tmp_path, token):
+    """Every round opens new streams, each with its own challenge: round 2 forms too."""
+    from peers import join_argv, start_peer
+
+    job = f"t-{secrets.token_hex(4)}"
+    out = tmp_path / "out"
+    out.mkdir()
+    command = [sys.executable, str(Path(__file__).with_name("fault_command.py")), str(out), "fail-rank-1:7"]
+    options = ["--token-file", str(token), "--max-restarts", "1", "--liveness-timeout", "1.5", "--stop-grace", "1",
+               "--timings", "keepalive=1,end-grace=0.5"]
+    peers = [
+        start_peer(join_argv(2, job, out, address=a, options=options, command=command), tmp_path, a)
+        for a in ("127.0.0.2", "127.0.0.3")
+    ]
+    assert [p.wait() for p in peers] == [7, 7], [p.log for p in peers]
+    for peer in peers:
+        assert "round 2 frozen: worker" in peer.log, peer.log
+        assert SECRET not in peer.log

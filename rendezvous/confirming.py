@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Nodes asked at once at most: a flood of forged adverts costs a bounded number of calls.
+MAX_PROBES = 64
+
 
 class Confirmer:
     def __init__(self, res: "Resources", timeout: float, interval: float) -> None:
@@ -28,14 +31,24 @@ class Confirmer:
         self._timeout = timeout
         self._interval = interval
         self._tasks: dict[str, asyncio.Task] = {}
+        self._closed = False
 
     def kick(self) -> None:
         """Start confirming every advert that needs it and is not being confirmed."""
+        if self._closed:
+            return
         for advert in self._res.view.unconfirmed():
+            if len(self._tasks) >= MAX_PROBES:
+                return
             if advert.node_id not in self._tasks:
                 task = asyncio.get_running_loop().create_task(self._confirm(advert.node_id), name=f"confirm-{advert.node_id}")
                 self._tasks[advert.node_id] = task
-                task.add_done_callback(lambda _, n=advert.node_id: self._tasks.pop(n, None))
+                task.add_done_callback(lambda t, n=advert.node_id: self._done(n, t))
+
+    def _done(self, node_id: str, task: asyncio.Task) -> None:
+        self._tasks.pop(node_id, None)
+        if not task.cancelled():
+            self.kick()  # one that waited for a free slot
 
     async def _confirm(self, node_id: str) -> None:
         """Ask until the node's Status confirms its current advert, or the advert goes."""
@@ -59,5 +72,6 @@ class Confirmer:
             await asyncio.sleep(self._interval)
 
     def close(self) -> None:
+        self._closed = True
         for task in list(self._tasks.values()):
             task.cancel()

@@ -41,7 +41,8 @@ class Confirmer:
             if len(self._tasks) >= MAX_PROBES:
                 return
             if advert.node_id not in self._tasks:
-                task = asyncio.get_running_loop().create_task(self._confirm(advert.node_id), name=f"confirm-{advert.node_id}")
+                name = f"confirm-{advert.node_id}"
+                task = asyncio.get_running_loop().create_task(self._confirm(advert.node_id), name=name)
                 self._tasks[advert.node_id] = task
                 task.add_done_callback(lambda t, n=advert.node_id: self._done(n, t))
 

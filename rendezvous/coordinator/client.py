@@ -167,7 +167,8 @@ async def _ask(endpoint: str, timeout: float, method: str, request: pb.StatusReq
         except grpc.aio.AioRpcError as exc:
             if exc.code() is grpc.StatusCode.UNAUTHENTICATED:
                 raise StatusUntrusted(f"{endpoint} refused this node's signed request") from None
-            raise NoDaemonError(f"the daemon at {endpoint} did not answer: {exc.code().name} {printable(exc.details() or '')}") from None
+            details = printable(exc.details() or "")
+            raise NoDaemonError(f"the daemon at {endpoint} did not answer: {exc.code().name} {details}") from None
 
 
 async def fetch_status(endpoint: str, timeout: float, keys: Optional[Keys] = None) -> NodeStatus:

@@ -222,7 +222,9 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         so that idle connections from one host cannot take every descriptor."""
         source = _source(context)
         if self._streams[source] >= MAX_STREAMS_PER_SOURCE:
-            self._warnings.warn("streams", source, "refused a Join stream from %s: %d are open from it", source, MAX_STREAMS_PER_SOURCE)
+            self._warnings.warn(
+                "streams", source, "refused a Join stream from %s: %d are open from it", source, MAX_STREAMS_PER_SOURCE
+            )
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "too many streams from this address")
         self._streams[source] += 1
         try:
@@ -263,8 +265,9 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         self._apply(rounds.newer(self.round, asked))  # a running round was aborted: the next one
         step = self._join(peer, first.join)
         if step.rejection is not None:
-            self._warnings.warn(step.rejection.reason.value, source, "rejected %s: %s", peer.describe(), step.rejection.message)
-            await context.write(signer.seal(self._rejected(_REASONS[step.rejection.reason], step.rejection.message)))
+            rejection = step.rejection
+            self._warnings.warn(rejection.reason.value, source, "rejected %s: %s", peer.describe(), rejection.message)
+            await context.write(signer.seal(self._rejected(_REASONS[rejection.reason], rejection.message)))
             return
         outbox: asyncio.Queue[Optional[pb.CoordinatorMessage]] = asyncio.Queue()
         self._outboxes[peer.node_id] = outbox
@@ -308,7 +311,9 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         try:
             message = await asyncio.wait_for(context.read(), self._timings.handshake)
         except asyncio.TimeoutError:
-            self._warnings.warn("silent", source, "closed a Join stream from %s: nothing within %g s", source, self._timings.handshake)
+            self._warnings.warn(
+                "silent", source, "closed a Join stream from %s: nothing within %g s", source, self._timings.handshake
+            )
             await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "no join within the handshake time")
         if message is None:
             self._warnings.warn("malformed", source, "refused a Join stream from %s: not a protobuf message", source)
@@ -346,7 +351,9 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         except asyncio.TimeoutError:
             return self._message(heartbeat=pb.Heartbeat())
 
-    async def _read(self, context: grpc.aio.ServicerContext, peer: Peer, outbox: asyncio.Queue, signer: _auth.Signer) -> None:
+    async def _read(
+        self, context: grpc.aio.ServicerContext, peer: Peer, outbox: asyncio.Queue, signer: _auth.Signer
+    ) -> None:
         try:
             while (message := await context.read()) is not grpc.aio.EOF:
                 if message is None:

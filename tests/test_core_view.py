@@ -375,13 +375,13 @@ def test_a_frozen_advert_naming_a_distrusted_coordinator_is_not_followed():
 
 def test_with_a_token_adverts_without_one_do_not_count():
     me = dataclasses.replace(ME, auth=True)
-    v = view(LOW, dataclasses.replace(HIGH, expect=5), me=me)
+    v = view(LOW, dataclasses.replace(HIGH, expect=Size.fixed(5)), me=me)
     assert v.target(0.0).peer == me.peer
     assert v.conflicts() == []  # its --expect is no claim this node acts on
 
 
 def test_without_a_token_an_advert_wanting_one_is_a_conflict():
-    [conflict] = view(dataclasses.replace(LOW, auth=True), dataclasses.replace(HIGH, expect=5)).conflicts()
+    [conflict] = view(LOW, dataclasses.replace(HIGH, auth=True, expect=Size.fixed(5))).conflicts()
     assert "this job requires a token" in conflict and "--token-file" in conflict
 
 
@@ -391,7 +391,7 @@ def test_without_a_token_an_advert_wanting_one_is_a_conflict():
 
 
 def test_an_unconfirmed_advert_is_not_elected_and_its_claims_are_not_acted_on():
-    liar = dataclasses.replace(LOW, expect=1, phase=Phase.RUNNING, coordinator="10.0.0.1:7000")
+    liar = dataclasses.replace(LOW, expect=Size.fixed(1), phase=Phase.RUNNING, coordinator="10.0.0.1:7000")
     v = PeerView(ME).seen(liar).seen(HIGH).confirm(HIGH)
     assert v.target(0.0).peer == ME.peer
     assert v.conflicts() == []

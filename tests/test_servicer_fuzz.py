@@ -23,6 +23,7 @@ from rendezvous.coordinator import CoordinatorService, JoinSession, bind_server,
 from rendezvous.core.auth import derive_keys
 from rendezvous.core.member import Frozen, Heartbeat
 from rendezvous.core.peer import Peer
+from rendezvous.core.size import Size
 from rendezvous.core.status import NodeStatus
 from rendezvous.core.view import Target
 from rendezvous.v1 import rendezvous_pb2 as pb
@@ -49,7 +50,7 @@ class Server:
         server, port = bind_server("127.0.0.1", 0, TIMINGS.keepalive)
         me = Peer(secrets.token_hex(6), ipaddress.ip_address("127.0.0.1"), port, free_port())
         service = CoordinatorService(
-            me, JOB, 2, lambda: Target(me.endpoint, me), lambda: NodeStatus(node=me, job=JOB, expect=2),
+            me, JOB, Size.fixed(2), lambda: Target(me.endpoint, me), lambda: NodeStatus(node=me, job=JOB, expect=Size.fixed(2)),
             TIMINGS, keys=self.keys,
         )
         self.server = server
@@ -164,7 +165,7 @@ def test_a_real_job_forms_on_the_server_after_the_fuzzing(open_server, token_ser
 
     async def two_peers():
         sessions = [
-            JoinSession(server.me.endpoint, peer, JOB, 1, 2, 5.0, keys=server.keys)
+            JoinSession(server.me.endpoint, peer, JOB, 1, Size.fixed(2), 5.0, keys=server.keys)
             for peer in (server.me, Peer(secrets.token_hex(6), ipaddress.ip_address("127.0.0.2"), free_port(), free_port()))
         ]
         try:

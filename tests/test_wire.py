@@ -159,7 +159,7 @@ def test_a_join_request_without_a_fingerprint_has_none():
 
 
 def status_response(**fields) -> pb.StatusResponse:
-    response = pb.StatusResponse(header=_wire.header("job", 1, A.node_id), phase="running", trainer_pid=42, **fields)
+    response = pb.StatusResponse(header=_wire.header("job", 1, A.node_id), phase="running", expect=2, trainer_pid=42, **fields)
     response.self.CopyFrom(_wire.peer_to_pb(A))
     return response
 

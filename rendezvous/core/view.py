@@ -126,7 +126,7 @@ class PeerView:
         tokens = [
             f"this job requires a token: peer {a.peer.describe()} runs job {a.job!r} with one; "
             "start this node with --token-file holding the same secret"
-            for a in candidates[:1] if a.auth and not self.me.auth
+            for a in [c for c in candidates if c.auth and not self.me.auth][:1]
         ]
         return tokens or [
             f"peer {a.peer.describe()} runs job {a.job!r} with --expect {a.expect}, "

@@ -31,6 +31,7 @@ from rendezvous.v1 import rendezvous_pb2 as pb
 JOB = "fuzz"
 JOIN = "/rendezvous.v1.Rendezvous/Join"
 STATUS = "/rendezvous.v1.Rendezvous/Status"
+JOB_STATUS = "/rendezvous.v1.Rendezvous/JobStatus"
 TIMINGS = Timings(handshake=0.3, end_grace=0.1)
 
 
@@ -93,9 +94,9 @@ def raw_join(server: Server, chunks: list[bytes]) -> grpc.StatusCode:
     return grpc.StatusCode.OK
 
 
-def raw_status(server: Server, data: bytes) -> grpc.StatusCode:
+def raw_status(server: Server, data: bytes, method: str = STATUS) -> grpc.StatusCode:
     with grpc.insecure_channel(server.me.endpoint) as channel:
-        call = channel.unary_unary(STATUS, request_serializer=bytes, response_deserializer=bytes)
+        call = channel.unary_unary(method, request_serializer=bytes, response_deserializer=bytes)
         try:
             call(data, timeout=3)
         except grpc.RpcError as exc:
@@ -151,7 +152,8 @@ def test_join_streams_of_junk_end_with_a_status_code(open_server, token_server, 
 @given(st.one_of(st.binary(max_size=200), st.builds(lambda h: pb.StatusRequest(header=h).SerializeToString(), headers)))
 def test_status_requests_of_junk_end_with_a_status_code(open_server, token_server, data):
     for server in (open_server, token_server):
-        assert raw_status(server, data) is not grpc.StatusCode.UNKNOWN
+        for method in (STATUS, JOB_STATUS):
+            assert raw_status(server, data, method) is not grpc.StatusCode.UNKNOWN
 
 
 @pytest.mark.parametrize("keyed", [False, True], ids=["open", "token"])

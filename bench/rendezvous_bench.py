@@ -9,7 +9,11 @@ the skew between the first and the last command start, and the daemon's peak RSS
 `--cold` starts all N at once instead (on one 2-core machine that mostly measures N Python
 interpreters starting on 2 cores).
 
+`--auth` measures the cost of `--token-file` instead: the same interval with and without a
+token, runs of both alternating on the same namespaces, for each of `--sizes`.
+
     .venv/bin/python bench/rendezvous_bench.py [--sizes 2,4,8,16] [--repeat 5]
+    .venv/bin/python bench/rendezvous_bench.py --auth --sizes 2,8 [--repeat 5]
 """
 
 from __future__ import annotations
@@ -38,21 +42,28 @@ RECORD = (
 )
 
 
-def join_argv(n: int, job: str, out: Path, address: str | None) -> list[str]:
+def join_argv(n: int, job: str, out: Path, address: str | None, token: str | None = None) -> list[str]:
     argv = [sys.executable, "-m", "rendezvous", "join", "--expect", str(n), "--job", job, "--timeout", "60"]
+    if token:
+        argv += ["--token-file", token]
     if address:
         argv += ["--address", address]
     return argv + ["--", "/bin/bash", "-c", RECORD, str(out)]
 
 
-def one_run(n: int, hosts: list | None, cold: bool) -> tuple[float, float, float]:
+def one_run(n: int, hosts: list | None, cold: bool, with_token: bool = False) -> tuple[float, float, float]:
     job = f"bench-{secrets.token_hex(4)}"
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out"
         out.mkdir()
+        token = None
+        if with_token:
+            token = str(Path(tmp) / "token")
+            Path(token).write_text(secrets.token_hex(32))
+            os.chmod(token, 0o600)
         procs = []
         for i in range(n):
-            argv = join_argv(n, job, out, None if hosts else f"127.0.0.{i + 2}")
+            argv = join_argv(n, job, out, None if hosts else f"127.0.0.{i + 2}", token)
             if hosts:
                 argv = hosts[i].command(argv)
             if i == n - 1 and not cold:
@@ -126,13 +137,38 @@ def measure(n: int, repeat: int, netns: bool, cold: bool) -> dict:
     }
 
 
+def measure_auth(n: int, repeat: int) -> dict:
+    """Last launch -> all started, without and with a token, alternating on one network."""
+    runs: dict[bool, list[float]] = {False: [], True: []}
+    with Network(n) as net:
+        for _ in range(repeat):
+            for with_token in (False, True):
+                runs[with_token].append(one_run(n, net.hosts, cold=False, with_token=with_token)[0])
+                time.sleep(0.3)
+    return {"n": n, "open": runs[False], "token": runs[True]}
+
+
+def print_auth(sizes: list[int], repeat: int) -> None:
+    print("| peers | without token, median (max) | with --token-file, median (max) | difference of medians |")
+    print("|---:|---:|---:|---:|")
+    for r in (measure_auth(n, repeat) for n in sizes):
+        plain, signed = statistics.median(r["open"]), statistics.median(r["token"])
+        print(
+            f"| {r['n']} | {plain*1000:.0f} ms ({max(r['open'])*1000:.0f} ms) "
+            f"| {signed*1000:.0f} ms ({max(r['token'])*1000:.0f} ms) | {(signed - plain) / plain:+.0%} |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="2,4,8,16", help="peer counts to measure in namespaces")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--no-netns", action="store_true", help="only the loopback measurement")
     parser.add_argument("--cold", action="store_true", help="start all peers at once")
+    parser.add_argument("--auth", action="store_true", help="with and without --token-file, in namespaces")
     args = parser.parse_args()
+    if args.auth:
+        return print_auth([int(n) for n in args.sizes.split(",")], args.repeat)
     rows = [measure(2, args.repeat, netns=False, cold=args.cold)]
     if not args.no_netns:
         rows += [measure(int(n), args.repeat, netns=True, cold=args.cold) for n in args.sizes.split(",")]

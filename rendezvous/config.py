@@ -74,6 +74,9 @@ class Timings:
     progress_send: float = 1.0
     # A member lagging the others' median progress this long is marked a straggler.
     straggler_after: float = 60.0
+    # How long a new Join stream may take to send its join (and prove the token): a
+    # connection that says nothing is closed instead of held.
+    handshake: float = 5.0
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -170,6 +173,12 @@ def _grace_problem(value: object) -> Optional[str]:
     if _is_number(value) and value >= 0 and math.isfinite(value):  # type: ignore[operator]
         return None
     return f"must be zero or more seconds, got {value!r}"
+
+
+def _token_file_problem(value: object) -> Optional[str]:
+    if value is None or (isinstance(value, str) and value and "\0" not in value):
+        return None
+    return f"must be the path of a file holding the job's secret, got {value!r}"
 
 
 def _verbose_problem(value: object) -> Optional[str]:
@@ -390,6 +399,10 @@ OPTIONS: tuple[Option, ...] = (
            help="serve Prometheus metrics (phase, round, restarts, members, command uptime and "
                 "exit code, training progress) at http://ADDRESS:PORT/metrics on this node's "
                 "address (default: off)"),
+    Option("token_file", Kind.TEXT, _token_file_problem, None, group="job", metavar="PATH",
+           help="a file (mode 600, owned by you) holding the job's shared secret: only peers with "
+                "the same secret join, and every rendezvous message is signed with it (default: "
+                "none, and the job is open to anyone on the network)"),
     Option("stop_grace", Kind.SECONDS, _grace_problem, 10.0, group="launch", metavar="SECONDS",
            help="when the command is stopped (SIGINT/SIGTERM, an aborted round), time it gets "
                 "between SIGTERM and SIGKILL (default: 10)"),
@@ -450,6 +463,12 @@ def check_option(name: str, value: object, label: Optional[str] = None) -> None:
         raise ConfigError(f"{label or _LABELS.get(name) or option_name(name)} {problem}")
 
 
+def _check_ports(port: object, tf_port: object) -> None:
+    """The TensorFlow worker cannot bind the port the daemon serves on."""
+    if port and port == tf_port:
+        raise ConfigError(f"--port and --tf-port are both {port}: the command could not bind it")
+
+
 def _frozen_config(name: str, names: tuple[str, ...], doc: str) -> type:
     """A frozen dataclass with one field per option in `names`, each checked on creation."""
 
@@ -470,6 +489,8 @@ def _frozen_config(name: str, names: tuple[str, ...], doc: str) -> type:
             if BY_NAME[n].kind is Kind.SIZE:  # JoinConfig(expect=3) is JoinConfig(expect=Size(3, 3))
                 object.__setattr__(self, n, parse_size(getattr(self, n)))
             check_option(n, getattr(self, n))
+        if "tf_port" in names:
+            _check_ports(self.port, self.tf_port)
 
     cls = dataclasses.make_dataclass(name, list(fields()), frozen=True, namespace={"__post_init__": __post_init__})
     cls.__doc__ = doc

@@ -17,7 +17,7 @@ from contextlib import aclosing
 from typing import AsyncIterator, Callable, Optional
 
 from .config import JoinConfig
-from .coordinator import JoinSession, SessionLost, fetch_status
+from .coordinator import JoinSession, SessionLost, Untrusted, fetch_status
 from .core import member as machine
 from .core.advert import Phase
 from .core.manifest import PreviousChief, SyncSummary
@@ -120,6 +120,7 @@ class Joiner:
             self.session = self._connect(
                 target.endpoint, self._res.me, self._config.job, self._round, self._config.expect,
                 timings.keepalive, fingerprint=self._res.fingerprint,
+                **({"keys": self._res.keys} if self._res.keys else {}),
             )
             action = await self._follow(self._join_and_listen(self.session))
             if isinstance(action, machine.Start):
@@ -150,6 +151,8 @@ class Joiner:
                 elif isinstance(action, machine.Rejoin):
                     if action.suspect is not None:
                         self._suspect(action.suspect)
+                    if action.distrust is not None:
+                        self._res.distrust(action.distrust, getattr(event, "reason", ""))
                     return action
                 elif isinstance(action, RoundEnd):
                     return action
@@ -204,6 +207,9 @@ class Joiner:
                 while receive.done():
                     try:
                         yield receive.result()
+                    except Untrusted as exc:
+                        yield machine.Untrusted(str(exc))
+                        return
                     except SessionLost as exc:
                         yield machine.Lost(str(exc))
                         return
@@ -267,7 +273,7 @@ class Joiner:
         """Make the synced directory the copy `order` names, then say what this node has."""
         assert self.session is not None and self._res.sync is not None
         round = self.state.round or self._round
-        pull = transfer.pull(self._res.sync, order, self._res.me, self._config.job, round)
+        pull = transfer.pull(self._res.sync, order, self._res.me, self._config.job, round, self._res.keys)
         manifest, error = await self._res.sync.attempt(pull)
         try:
             await self.session.synced(manifest.digest if manifest else "", error)

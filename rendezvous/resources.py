@@ -24,9 +24,11 @@ from grpc_health.v1 import health
 from . import runtime
 from .address import choose_address
 from .config import JoinConfig
+from .confirming import Confirmer
 from .coordinator import CoordinatorService, JoinSession, bind_server, serve
 from .coordinator.transfer import FileSource
 from .core.advert import Advert
+from .core.auth import Keys
 from .core.peer import Peer
 from .core.preflight import Fingerprint, Mismatch
 from .core.round import Policy
@@ -38,6 +40,7 @@ from .errors import AddressError
 from .launcher import check_command
 from .ports import PortReservation
 from .sync import SyncDir
+from .token import load_keys
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +65,8 @@ class Resources:
     policy: Policy  # when a failed round is the last
     fingerprint: Optional[Fingerprint] = None  # what the command runs with, taken at startup
     sync: Optional[SyncDir] = None  # --sync-dir
+    keys: Optional[Keys] = None  # the job's MAC keys, from --token-file
+    confirmer: Optional[Confirmer] = None
     registration: Optional[Path] = None
     view_changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -75,6 +80,18 @@ class Resources:
         self.service.follow(view.target(time.monotonic()))
         self.view_changed.set()
         self.on_view()
+        if self.confirmer is not None:
+            self.confirmer.kick()
+
+    def distrust(self, peer: Peer, why: str) -> None:
+        """Leave a peer that failed authentication out for good; said once per peer."""
+        if peer.node_id in self.view.distrusted:
+            return
+        log.error(
+            "authentication with peer %s at %s failed, leaving it out: %s. It does not hold the "
+            "job's token, or this node's --token-file is not the job's", peer.node_id, peer.address, why,
+        )
+        self.update_view(self.view.distrust(peer.node_id))
 
     async def start(self, config: JoinConfig) -> None:
         """Serve, advertise, and register for `rendezvous status`."""
@@ -90,6 +107,7 @@ class Resources:
         await run_all(
             ("release the TF port", self.reservation.release),
             *first,
+            ("stop confirming adverts", self.confirmer.close if self.confirmer else None),
             ("remove the runtime file", lambda: runtime.unregister(self.registration)),
             ("stop the health service", self.health.enter_graceful_shutdown),
             ("stop the gRPC server", lambda: self.server.stop(grace=0.5)),
@@ -109,6 +127,12 @@ def bind_resources(
     """Choose the address, take the ports and build everything else, started by
     `Resources.start`. Fails before the network hears of this node, releasing the ports.
     The advert shows the `fingerprint`'s TensorFlow version and GPUs."""
+    keys = load_keys(config.token_file, config.job)
+    if keys is None:
+        log.warning(
+            "job %r has no --token-file: any host on this network can join it, or stop it from "
+            "forming", config.job,
+        )
     choice = choose_address(config.address, config.interface)
     address = choice.address
     log.info("node %s uses %s: %s", node_id, address, choice.reason)
@@ -122,7 +146,7 @@ def bind_resources(
         raise AddressError(f"--port {config.port}: {exc}") from None
     me = Peer(node_id=node_id, address=address, port=port, tf_port=reservation.port)
     shown = {"tensorflow": fingerprint.tensorflow, "gpus": fingerprint.describe_gpus()} if fingerprint else {}
-    view = PeerView(Advert(peer=me, job=config.job, expect=config.expect, **shown))
+    view = PeerView(Advert(peer=me, job=config.job, expect=config.expect, auth=keys is not None, **shown))
 
     def target() -> Target:
         return resources.view.target(time.monotonic())
@@ -131,15 +155,16 @@ def bind_resources(
     policy = Policy(config.max_restarts, frozenset(config.no_restart_on), allowed)
     service = CoordinatorService(
         me, config.job, config.expect, target, status, config.timings, config.liveness_timeout, policy,
-        config.settle,
+        config.settle, keys,
     )
     sync = SyncDir(Path(config.sync_dir), config.sync_max_bytes) if config.sync_dir else None
     service.files = FileSource(sync) if sync else None
     discovery = make_discovery(address, view.me, on_discovery)
     resources = Resources(
         me, view, reservation, server, health.aio.HealthServicer(), service, discovery, on_view, policy,
-        fingerprint, sync,
+        fingerprint, sync, keys,
     )
+    resources.confirmer = Confirmer(resources, config.timings.resolve_timeout, config.timings.suspect_after)
     return resources
 
 

@@ -14,7 +14,7 @@ import logging
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Optional
+from typing import Callable, Iterable, Iterator, Mapping, Optional
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +56,12 @@ def current_netns() -> int:
         return 0
 
 
-def parse_registration(text: str) -> Optional[Registration]:
-    """A registration file's content, or None if it is not one (junk is ignored)."""
+# A registration is a line of JSON; anything longer is not one.
+MAX_REGISTRATION_BYTES = 4096
+
+
+def parse_registration(text: "str | bytes") -> Optional[Registration]:
+    """A registration file's content, or None if it is not one (junk, not UTF-8: ignored)."""
     try:
         data = json.loads(text)
         registration = Registration(
@@ -123,9 +127,7 @@ def unregister(path: Optional[Path]) -> None:
         log.warning("could not remove %s: %s", path, exc.strerror or exc)
 
 
-def find_registrations(directories: Iterable[Path]) -> list[Registration]:
-    """Every registration in the directories, dead daemons and other namespaces included."""
-    found = []
+def _read_registrations(directories: Iterable[Path]) -> Iterator[tuple[Path, Registration]]:
     for directory in directories:
         try:
             paths = sorted(directory.glob("*.json"))
@@ -133,9 +135,29 @@ def find_registrations(directories: Iterable[Path]) -> list[Registration]:
             continue
         for path in paths:
             try:
-                registration = parse_registration(path.read_text())
+                if not path.is_file():  # a FIFO would block the read
+                    continue
+                with path.open("rb") as file:
+                    data = file.read(MAX_REGISTRATION_BYTES + 1)
             except OSError:
                 continue
+            registration = parse_registration(data) if len(data) <= MAX_REGISTRATION_BYTES else None
             if registration is not None:
-                found.append(registration)
-    return found
+                yield path, registration
+
+
+def find_registrations(directories: Iterable[Path]) -> list[Registration]:
+    """Every registration in the directories, dead daemons and other namespaces included."""
+    return [registration for _, registration in _read_registrations(directories)]
+
+
+def remove_stale(directories: Iterable[Path], netns: int, alive: Callable[[int], bool]) -> None:
+    """Remove the notes of daemons of this namespace that died without removing theirs
+    (killed with SIGKILL); best effort, e.g. another user's stay."""
+    for path, registration in _read_registrations(directories):
+        if registration.netns == netns and not alive(registration.pid):
+            try:
+                path.unlink()
+                log.debug("removed %s: its daemon (pid %d) is gone", path, registration.pid)
+            except OSError:
+                pass

@@ -18,7 +18,7 @@ from .address import choose_address
 from .core.job import JobView, coordinator_endpoint, job_table, job_to_dict
 from .core.listing import advert_to_dict, peer_table
 from .core.peer import IPAddress
-from .core.status import NodeStatus, describe_status, status_to_dict
+from .core.status import NodeStatus, describe_status, printable, status_to_dict
 from .errors import NoDaemonError
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ def list_peers(seconds: float, address: Optional[str], interface: Optional[str],
     if job is not None:
         adverts = [a for a in adverts if a.job == job]
     if as_json:
-        return json.dumps([advert_to_dict(a) for a in adverts], indent=2)
+        return json.dumps([advert_to_dict(a) for a in adverts], indent=2, allow_nan=False)
     if not adverts:
         what = f"of job {job!r} " if job is not None else ""
         return f"no rendezvous node {what}answered on {choice.address} within {seconds:g}s"
@@ -55,6 +55,7 @@ async def _ask_all(registrations: list[runtime.Registration], timeout: float) ->
 def find_daemons(job: Optional[str]) -> list[runtime.Registration]:
     """The daemons running on this machine, in this network namespace; NoDaemonError if none."""
     directories = runtime.candidate_directories(os.environ, os.getuid())
+    runtime.remove_stale(directories, runtime.current_netns(), runtime.pid_alive)
     running = runtime.live_registrations(
         runtime.find_registrations(directories), runtime.current_netns(), runtime.pid_alive
     )
@@ -81,14 +82,14 @@ def show_status(job: Optional[str], timeout: float, as_json: bool) -> tuple[str,
     for registration, result in zip(daemons, results):
         if isinstance(result, NodeStatus):
             shown.append((registration, result))
-        elif isinstance(result, NoDaemonError):
-            errors.append(f"{result} (pid {registration.pid}, job {registration.job!r})")
+        elif isinstance(result, Exception):  # one daemon's answer never hides the others
+            errors.append(f"{printable(str(result))} (pid {registration.pid}, job {registration.job!r})")
         else:
             raise result
     if not shown:
         raise NoDaemonError("; ".join(errors))
     if as_json:
-        text = json.dumps([{"daemon_pid": r.pid, **status_to_dict(s)} for r, s in shown], indent=2)
+        text = json.dumps([{"daemon_pid": r.pid, **status_to_dict(s)} for r, s in shown], indent=2, allow_nan=False)
     else:
         text = "\n\n".join(describe_status(s, daemon_pid=r.pid) for r, s in shown)
     return text, errors

@@ -429,3 +429,20 @@ def test_a_coordinator_endpoint_that_is_not_numeric_is_an_invalid_advert(coord):
 @pytest.mark.parametrize("coord", ["10.0.0.1:7000", "[fe80::1]:7000"])
 def test_numeric_coordinator_endpoints_are_accepted(coord):
     assert decode_advert(txt(phase="running", coord=coord), ["10.0.0.9"], 7000).coordinator == coord
+
+
+@pytest.mark.parametrize("value, auth", [("1", True), ("0", False), (_DROP, False)])
+def test_decode_reads_whether_the_job_wants_a_token(value, auth):
+    assert decode_advert(txt(auth=value), ["10.0.0.7"], 7000).auth is auth
+
+
+@pytest.mark.parametrize("value", [b"2", b"yes", b"", b"\xff", None])
+def test_a_bad_auth_value_is_refused(value):
+    with pytest.raises(InvalidAdvert):
+        decode_advert(txt(auth=value), ["10.0.0.7"], 7000)
+
+
+def test_the_advert_says_a_token_is_wanted_never_which():
+    advert = Advert(peer=ME, job="j", expect=2, auth=True)
+    assert advert.to_txt()["auth"] == "1"
+    assert "auth" not in dataclasses.replace(advert, auth=False).to_txt()

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rendezvous.core.member import (
+    Untrusted,
     Aborted,
     CommandExited,
     Completed,
@@ -280,3 +281,18 @@ def test_release_delay_grows_with_the_job():
 
     timings = Timings()
     assert 0 < timings.release_delay(1) < timings.release_delay(2) < timings.release_delay(16) < 1.0
+
+
+def test_a_coordinator_failing_authentication_is_distrusted_before_the_freeze():
+    result = step(joining(), Untrusted("bad mac"), 0.0)
+    assert result.action == Rejoin(distrust=A)
+
+
+def test_this_node_failing_authentication_with_itself_distrusts_nobody():
+    result = step(joining(ME), Untrusted("bad mac"), 0.0)
+    assert result.action == Rejoin()
+
+
+def test_authentication_failing_after_the_freeze_ends_the_round_like_a_lost_coordinator():
+    result = step(frozen(), Untrusted("bad mac"), 0.0)
+    assert isinstance(result.action, RoundEnd) and "bad mac" in result.action.reason

@@ -15,6 +15,8 @@ from rendezvous.core.peer import (
     describe_peers,
     elect_coordinator,
     parse_address,
+    parse_grpc_peer,
+    same_host,
 )
 
 ip = ipaddress.ip_address
@@ -317,3 +319,49 @@ def test_describe_peers_sorted_numerically():
 
 def test_describe_no_peers():
     assert describe_peers([]) == "none"
+
+
+# --------------------------------------------------------------------------
+# the caller's address (gRPC's context.peer()) against the claimed one
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "text, address",
+    [
+        ("ipv4:10.0.0.1:5000", "10.0.0.1"),
+        ("ipv6:[::1]:5000", "::1"),
+        ("ipv6:%5B::ffff:10.0.0.1%5D:5000", "::ffff:10.0.0.1"),
+        ("ipv6:[fe80::1%eth0]:5000", "fe80::1"),
+    ],
+)
+def test_parse_grpc_peer(text, address):
+    assert parse_grpc_peer(text) == ipaddress.ip_address(address)
+
+
+@pytest.mark.parametrize("text", ["unix:/tmp/sock", "ipv4:host:1", "", "ipv4:", "ipv6:[zz]:1"])
+def test_parse_grpc_peer_refuses_anything_but_an_ip_caller(text):
+    with pytest.raises(ValueError):
+        parse_grpc_peer(text)
+
+
+@given(st.text(max_size=80))
+def test_parse_grpc_peer_raises_only_value_error(text):
+    try:
+        parse_grpc_peer(text)
+    except ValueError:
+        pass
+
+
+@pytest.mark.parametrize(
+    "claimed, source, same",
+    [
+        ("10.0.0.1", "10.0.0.1", True),
+        ("10.0.0.1", "::ffff:10.0.0.1", True),
+        ("127.0.0.5", "127.0.0.1", True),  # loopback: the kernel picks 127.0.0.1
+        ("10.0.0.1", "10.0.0.2", False),
+        ("10.0.0.1", "127.0.0.1", False),
+        ("127.0.0.1", "10.0.0.1", False),
+    ],
+)
+def test_same_host(claimed, source, same):
+    assert same_host(ipaddress.ip_address(claimed), ipaddress.ip_address(source)) is same

@@ -15,6 +15,7 @@ from rendezvous.core.peer import Peer
 from rendezvous.core.preflight import Fingerprint
 from rendezvous.core.status import (
     NodeStatus,
+    printable,
     describe_status,
     format_duration,
     progress_line,
@@ -254,3 +255,11 @@ def test_status_line_and_block_show_the_progress():
     assert _wire.status_from_pb(_wire.status_to_pb(running)).progress == progress
     silent = status(Phase.RUNNING, node=A, membership=four, progress=Progress())
     assert status_line(silent) == "round 1, worker 0 of 4 training"
+
+
+@pytest.mark.parametrize(
+    "text, shown",
+    [("job\x1b[2J", "job\\x1b[2J"), ("a\nb\tc", "a\\nb\\tc"), ("ok", "ok"), ("x" * 400, "x" * 300 + "...")],
+)
+def test_printable_escapes_control_characters_and_cuts_long_text(text, shown):
+    assert printable(text) == shown

@@ -32,10 +32,16 @@ HIGH = advert("10.0.0.100", "cccccccc")
 
 
 def view(*others: Advert, me: Advert = ME) -> PeerView:
+    """The view after seeing `others`, each confirmed by its Status."""
     v = PeerView(me)
     for a in others:
-        v = v.seen(a)
+        v = seen(v, a)
     return v
+
+
+def seen(v: PeerView, a: Advert) -> PeerView:
+    """An advert, seen and confirmed."""
+    return v.seen(a).confirm(a)
 
 
 # --------------------------------------------------------------------------
@@ -254,7 +260,7 @@ def test_every_waiting_peer_agrees_on_the_target(entries):
     for me in ads:
         v = PeerView(me)
         for other in ads:
-            v = v.seen(other)
+            v = seen(v, other)
         targets.add(v.target(0.0))
     assert len(targets) == 1
     (target,) = targets
@@ -342,3 +348,71 @@ def test_the_timeout_summary_names_an_address_shared_by_two_nodes():
     assert "10.0.0.9 is the address of 2 nodes" in summary
     assert "two hosts are configured with the same address" in summary
     assert "same address" not in view(LOW, HIGH).missing_summary()
+
+
+# --------------------------------------------------------------------------
+# authentication: distrusted peers, adverts with and without a token
+# --------------------------------------------------------------------------
+
+
+def test_a_distrusted_peer_is_left_out_for_good_whatever_it_advertises_next():
+    v = view(LOW, HIGH).distrust(LOW.node_id)
+    assert v.target(0.0).peer == ME.peer
+    v = v.seen(dataclasses.replace(LOW, phase=Phase.RUNNING, coordinator=LOW.peer.endpoint))
+    assert v.target(0.0).peer == ME.peer
+    assert LOW.peer not in v.live_peers(0.0)
+
+
+def test_this_node_is_never_distrusted():
+    assert view(LOW).distrust(ME.node_id).distrusted == frozenset()
+
+
+def test_a_frozen_advert_naming_a_distrusted_coordinator_is_not_followed():
+    following = dataclasses.replace(HIGH, phase=Phase.RUNNING, coordinator=LOW.peer.endpoint)
+    v = view(LOW, following).distrust(LOW.node_id)
+    assert v.target(0.0).peer == ME.peer
+
+
+def test_with_a_token_adverts_without_one_do_not_count():
+    me = dataclasses.replace(ME, auth=True)
+    v = view(LOW, dataclasses.replace(HIGH, expect=Size.fixed(5)), me=me)
+    assert v.target(0.0).peer == me.peer
+    assert v.conflicts() == []  # its --expect is no claim this node acts on
+
+
+def test_without_a_token_an_advert_wanting_one_is_a_conflict():
+    [conflict] = view(LOW, dataclasses.replace(HIGH, auth=True, expect=Size.fixed(5))).conflicts()
+    assert "this job requires a token" in conflict and "--token-file" in conflict
+
+
+# --------------------------------------------------------------------------
+# adverts are hints until the peer's own Status confirms them
+# --------------------------------------------------------------------------
+
+
+def test_an_unconfirmed_advert_is_not_elected_and_its_claims_are_not_acted_on():
+    liar = dataclasses.replace(LOW, expect=Size.fixed(1), phase=Phase.RUNNING, coordinator="10.0.0.1:7000")
+    v = PeerView(ME).seen(liar).seen(HIGH).confirm(HIGH)
+    assert v.target(0.0).peer == ME.peer
+    assert v.conflicts() == []
+    assert v.unconfirmed() == [liar]
+
+
+def test_claims_are_taken_from_the_status_not_from_the_advert():
+    running = dataclasses.replace(LOW, phase=Phase.RUNNING, coordinator=HIGH.peer.endpoint)
+    v = view(LOW, HIGH).seen(running)  # its Status still says it waits
+    assert v.target(0.0).peer == LOW.peer
+    assert v.unconfirmed() == [running]
+    assert v.confirm(running).target(0.0).endpoint == HIGH.peer.endpoint
+    assert v.confirm(running).unconfirmed() == []
+
+
+def test_a_confirmation_of_another_endpoint_does_not_count():
+    moved = advert("10.0.0.1", LOW.node_id)
+    v = view(LOW).seen(moved)
+    assert v.target(0.0).peer == ME.peer
+    assert v.confirm(advert("10.0.0.2", "dddddddd")).confirmed == v.confirmed  # not seen: ignored
+
+
+def test_gone_forgets_the_confirmation():
+    assert view(LOW).gone(LOW.node_id).confirmed == {}

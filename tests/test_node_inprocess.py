@@ -213,6 +213,7 @@ def test_status_shows_the_coordinator_this_node_follows_and_leaves_suspects_out(
         running = other("127.0.0.30", "cccccccc", Phase.RUNNING, "127.0.0.30:7000")
         node._on_discovery(Seen(lowest))
         node._on_discovery(Seen(running))
+        node._res.update_view(node.view.confirm(lowest).confirm(running))  # as their Status would
         frozen_job = node.status()
         node._res.update_view(node.view.suspect("aaaaaaaa", until=float("inf")))
         suspected = node.status()

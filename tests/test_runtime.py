@@ -19,6 +19,7 @@ from rendezvous.runtime import (
     parse_registration,
     pid_alive,
     register,
+    remove_stale,
     unregister,
 )
 
@@ -77,3 +78,18 @@ def test_pid_alive_and_netns():
     assert pid_alive(os.getpid())
     assert not pid_alive(2**22 + 12345)
     assert current_netns() == os.stat("/proc/self/ns/net").st_ino
+
+
+def test_a_file_that_is_not_utf_8_or_too_long_is_ignored(tmp_path):
+    (tmp_path / "bad.json").write_bytes(b"\xff\xfe{" + b" " * 10)
+    (tmp_path / "huge.json").write_bytes(json.dumps(asdict(R)).encode() + b" " * 10_000)
+    assert find_registrations([tmp_path]) == []
+
+
+def test_notes_of_dead_daemons_of_this_namespace_are_removed(tmp_path):
+    dead = Registration("abcdef000001", 999_999, "j", "10.0.0.1:1", R.netns)
+    elsewhere = Registration("abcdef000002", 999_998, "j", "10.0.0.1:2", R.netns + 1)
+    for registration in (R, dead, elsewhere):
+        register(registration, [tmp_path])
+    remove_stale([tmp_path], R.netns, lambda pid: pid == R.pid)
+    assert sorted(p.name for p in tmp_path.glob("*.json")) == ["abcdef000002.json", "abcdef012345.json"]

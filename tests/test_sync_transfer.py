@@ -15,6 +15,7 @@ from grpc_health.v1 import health
 from rendezvous.config import Timings
 from rendezvous.coordinator import CoordinatorService, bind_server, serve
 from rendezvous.coordinator import transfer
+from rendezvous.core.auth import derive_keys
 from rendezvous.core.manifest import FileEntry, Manifest, PreviousChief, SyncSummary
 from rendezvous.core.member import SyncFrom
 from rendezvous.core.peer import Peer
@@ -49,12 +50,12 @@ CHECKPOINT = {
 }
 
 
-async def serving(root: Path, files: bool = True):
+async def serving(root: Path, files: bool = True, keys=None):
     """A Rendezvous server on loopback serving `root` (unless not `files`: a node without
     --sync-dir); (source peer, its SyncDir, server)."""
     server, port = bind_server("127.0.0.1", 0)
     source = peer(port)
-    service = CoordinatorService(source, JOB, 2, lambda: None, lambda: None, Timings())
+    service = CoordinatorService(source, JOB, 2, lambda: None, lambda: None, Timings(), keys=keys)
     sync = SyncDir(root, 1 << 30)
     service.files = transfer.FileSource(sync) if files else None
     await serve(server, service, health.aio.HealthServicer())
@@ -62,12 +63,15 @@ async def serving(root: Path, files: bool = True):
     return source, sync, server
 
 
-async def pull_from(source_root: Path, dest_root: Path, dest_limit: int = 1 << 30, job: str = JOB, files=True):
-    """Make `dest_root` a copy of `source_root`, served on loopback: (its manifest after, the source's)."""
-    source, sync, server = await serving(source_root, files)
+async def pull_from(
+    source_root: Path, dest_root: Path, dest_limit: int = 1 << 30, job: str = JOB, files=True, keys=(None, None)
+):
+    """Make `dest_root` a copy of `source_root`, served on loopback: (its manifest after, the
+    source's). `keys`: the source's and the fetcher's, from the job's token."""
+    source, sync, server = await serving(source_root, files, keys[0])
     try:
         order = SyncFrom(source, sync.manifest.digest, sync.manifest.total_bytes)
-        manifest = await transfer.pull(SyncDir(dest_root, dest_limit), order, peer(), job, 1)
+        manifest = await transfer.pull(SyncDir(dest_root, dest_limit), order, peer(), job, 1, keys[1])
         return manifest, sync.manifest
     finally:
         await server.stop(None)
@@ -255,3 +259,14 @@ def test_a_second_scan_reads_only_the_files_that_changed(tmp_path, monkeypatch):
     assert run(sync.scan()) == first and read == []
     write(tmp_path / "d", {"b": b"changed"}, mtime_ns=1_800_000_000 * 10**9)
     assert run(sync.scan()) != first and read == [str(tmp_path / "d" / "b")]
+
+
+def test_with_a_token_only_a_fetcher_that_holds_it_gets_the_files(tmp_path):
+    keys = derive_keys(secrets.token_bytes(32), JOB)
+    write(tmp_path / "src", CHECKPOINT)
+    manifest, source = run(pull_from(tmp_path / "src", tmp_path / "dst", keys=(keys, keys)))
+    assert manifest.digest == source.digest and contents(tmp_path / "dst") == CHECKPOINT
+    for wrong in (None, derive_keys(secrets.token_bytes(32), JOB)):
+        with pytest.raises(SyncError, match="UNAUTHENTICATED"):
+            run(pull_from(tmp_path / "src", tmp_path / f"other-{wrong is None}", keys=(keys, wrong)))
+        assert not (tmp_path / f"other-{wrong is None}").exists() or not contents(tmp_path / f"other-{wrong is None}")

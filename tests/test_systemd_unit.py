@@ -118,3 +118,7 @@ def test_the_example_config_is_valid():
         if line.startswith("# ") and " = " in line and not line.startswith("# command")
     )
     parse_config_file(commented, "commented-out")
+
+
+def test_idle_connections_cannot_exhaust_the_descriptors():
+    assert int(unit()["Service"]["LimitNOFILE"]) >= 65536

@@ -156,3 +156,34 @@ def test_a_fingerprint_survives_the_wire_with_its_absent_values():
 
 def test_a_join_request_without_a_fingerprint_has_none():
     assert _wire.optional_fingerprint_from_pb(pb.JoinRequest()) is None
+
+
+def status_response(**fields) -> pb.StatusResponse:
+    response = pb.StatusResponse(header=_wire.header("job", 1, A.node_id), phase="running", expect=2, trainer_pid=42, **fields)
+    response.self.CopyFrom(_wire.peer_to_pb(A))
+    return response
+
+
+@pytest.mark.parametrize("uptime", [float("nan"), float("inf"), float("-inf"), -1.0])
+def test_a_status_with_an_impossible_uptime_has_none(uptime):
+    assert _wire.status_from_pb(status_response(trainer_uptime_seconds=uptime)).trainer_uptime is None
+
+
+def test_a_status_whose_job_has_control_characters_is_invalid():
+    response = status_response()
+    response.header.job = "job\x1b[2J"
+    with pytest.raises(ValueError):
+        _wire.status_from_pb(response)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300))
+def test_arbitrary_status_bytes_give_a_status_or_a_value_error(data):
+    try:
+        response = pb.StatusResponse.FromString(data)
+    except Exception:  # not protobuf at all: grpc fails the call before we see it
+        return
+    try:
+        _wire.status_from_pb(response)
+    except ValueError:
+        pass

@@ -4,13 +4,15 @@ This package is the only code that touches protobuf types; everything it hands o
 takes in is a domain object from `rendezvous.core`.
 """
 
-from .client import JoinSession, SessionLost, fetch_job_status, fetch_status
+from .client import JoinSession, SessionLost, StatusUntrusted, Untrusted, fetch_job_status, fetch_status
 from .server import CoordinatorService, bind_server, serve
 
 __all__ = [
     "CoordinatorService",
     "JoinSession",
     "SessionLost",
+    "StatusUntrusted",
+    "Untrusted",
     "bind_server",
     "fetch_job_status",
     "fetch_status",

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Iterable, Optional
 
 from ..config import Timings
-from ..core.advert import PROTOCOL_VERSION, Phase
+from ..core.advert import PROTOCOL_VERSION, Phase, validate_job
 from ..core.job import JobView, MemberView
 from ..core.manifest import FileEntry, Manifest, PreviousChief, SyncSummary
 from ..core.peer import Peer, parse_address
@@ -33,9 +34,21 @@ def _keepalive(seconds: float) -> list[tuple[str, int]]:
     ]
 
 
+# What a peer sends is small (a join names one peer); what it receives names up to 4,096
+# members, twice in a Status answer. Anything bigger is refused before it is parsed.
+MAX_REQUEST_BYTES = 64 * 1024
+MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+# A connection with no call open this long is closed: idle connections hold descriptors.
+MAX_IDLE_MS = 60_000
+
+
 def channel_options(keepalive: float = Timings.keepalive) -> list[tuple[str, int]]:
     # http(s)_proxy is ignored: rendezvous traffic never leaves the cluster.
-    return [("grpc.enable_http_proxy", 0), *_keepalive(keepalive)]
+    return [
+        ("grpc.enable_http_proxy", 0),
+        ("grpc.max_receive_message_length", MAX_RESPONSE_BYTES),
+        *_keepalive(keepalive),
+    ]
 
 
 def server_options(keepalive: float = Timings.keepalive) -> list[tuple[str, int]]:
@@ -44,6 +57,9 @@ def server_options(keepalive: float = Timings.keepalive) -> list[tuple[str, int]
         *_keepalive(keepalive),
         ("grpc.http2.min_recv_ping_interval_without_data_ms", max(1, int(keepalive * 500))),
         ("grpc.http2.max_ping_strikes", 0),
+        ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
+        ("grpc.max_connection_idle_ms", MAX_IDLE_MS),
+        ("grpc.max_concurrent_streams", 16),  # per connection; Join streams are capped by address
     ]
 
 
@@ -144,8 +160,14 @@ def status_to_pb(status: NodeStatus) -> pb.StatusResponse:
     return response
 
 
+def _duration(seconds: float) -> Optional[float]:
+    """Seconds from the wire: NaN, infinities and negative values mean unknown."""
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
 def status_from_pb(message: pb.StatusResponse) -> NodeStatus:
     """Raises ValueError for a response that is not a valid status."""
+    validate_job(message.header.job)  # printed by `status`: no control characters
     members = tuple(peer_from_pb(p) for p in message.members)
     membership = Membership(job=message.header.job, round=message.header.round, members=members) if members else None
     pid = message.trainer_pid or None
@@ -159,7 +181,7 @@ def status_from_pb(message: pb.StatusResponse) -> NodeStatus:
         following=optional_peer_from_pb(message.coordinator) if not members else None,
         membership=membership,
         trainer_pid=pid,
-        trainer_uptime=message.trainer_uptime_seconds if pid else None,
+        trainer_uptime=_duration(message.trainer_uptime_seconds) if pid else None,
         exit_code=message.exit_code if message.HasField("exit_code") else None,
         fingerprint=optional_fingerprint_from_pb(message),
         tensorflow=dict(message.tensorflow),

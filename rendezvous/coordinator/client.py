@@ -9,6 +9,7 @@ from typing import Optional, Sequence
 
 import grpc
 
+from ..core.auth import AuthError, Keys
 from ..core.manifest import SyncSummary
 from ..core.member import (
     Aborted,
@@ -27,12 +28,12 @@ from ..core.peer import Peer
 from ..core.preflight import Fingerprint
 from ..core.progress import Progress
 from ..core.size import Size
-from ..core.status import NodeStatus
+from ..core.status import NodeStatus, printable
 from ..core.tf_config import Membership
 from ..errors import NoDaemonError
 from ..v1 import rendezvous_pb2 as pb
 from ..v1 import rendezvous_pb2_grpc as pb_grpc
-from . import _wire
+from . import _auth, _wire
 
 log = logging.getLogger(__name__)
 
@@ -41,14 +42,26 @@ class SessionLost(Exception):
     """The stream to the coordinator ended or could not be opened."""
 
 
+class Untrusted(SessionLost):
+    """The coordinator failed authentication, or refused this node's: one of the two does
+    not hold the job's token."""
+
+
+class StatusUntrusted(NoDaemonError):
+    """A Status answer that failed authentication, or a refusal of this node's request."""
+
+
 class JoinSession:
     """A Join stream from `me` to the coordinator at `endpoint`."""
 
     def __init__(
         self, endpoint: str, me: Peer, job: str, round: int, expect: Size, keepalive: float,
         fingerprint: Optional[Fingerprint] = None,
+        keys: Optional[Keys] = None,
     ) -> None:
         self.endpoint = endpoint
+        self._signer, self._nonce = _auth.client_signer(keys)
+        self._challenged = not self._signer.active
         self._me = me
         self._fingerprint = fingerprint
         self._job = job
@@ -64,7 +77,8 @@ class JoinSession:
     async def _write(self, message: pb.PeerMessage) -> None:
         try:
             async with self._writing:  # one write at a time: heartbeats go out beside the rest
-                await self._call.write(message)
+                await self._call.write(self._signer.seal(message, self._nonce))
+                self._nonce = b""  # only the join carries it
         except (grpc.aio.AioRpcError, grpc.aio.UsageError, RuntimeError) as exc:
             raise SessionLost(f"stream to {self.endpoint} broke: {exc}") from None
 
@@ -88,15 +102,27 @@ class JoinSession:
         await self._write(self._message(progress=_wire.progress_to_pb(progress)))
 
     async def heartbeat(self) -> None:
+        if not self._challenged:
+            return  # before the challenge, the coordinator waits for the proof alone
         await self._write(self._message(heartbeat=pb.Heartbeat()))
 
     async def receive(self) -> CoordinatorEvent:
         try:
             message = await self._call.read()
         except grpc.aio.AioRpcError as exc:
-            raise SessionLost(f"{self.endpoint}: {exc.code().name} {exc.details()}") from None
+            lost = Untrusted if exc.code() is grpc.StatusCode.UNAUTHENTICATED else SessionLost
+            raise lost(f"{self.endpoint}: {exc.code().name} {exc.details()}") from None
         if message is grpc.aio.EOF:
             raise SessionLost(f"{self.endpoint} closed the stream")
+        try:
+            if not self._challenged:
+                self._signer.accept_challenge(message)
+                self._challenged = True
+                await self.heartbeat()  # the proof: now the coordinator admits this node
+            else:
+                self._signer.open(message)
+        except AuthError as exc:
+            raise Untrusted(f"coordinator {self.endpoint} failed authentication: {exc}") from None
         # A node that joins late (restarted) joins the round being formed, whatever its own
         # count said: from now on its messages carry that round.
         self._round = max(self._round, message.header.round)
@@ -144,29 +170,37 @@ class JoinSession:
         await self._channel.close()
 
 
-async def _ask(endpoint: str, timeout: float, method: str):
+async def _ask(endpoint: str, timeout: float, method: str, request: pb.StatusRequest):
     """One read-only call (Status, JobStatus); NoDaemonError if it gets no answer in time."""
     async with grpc.aio.insecure_channel(endpoint, options=_wire.channel_options()) as channel:
         call = getattr(pb_grpc.RendezvousStub(channel), method)
         try:
-            return await call(pb.StatusRequest(), timeout=timeout)
+            return await call(request, timeout=timeout)
         except grpc.aio.AioRpcError as exc:
-            raise NoDaemonError(f"the daemon at {endpoint} did not answer: {exc.code().name} {exc.details()}") from None
+            if exc.code() is grpc.StatusCode.UNAUTHENTICATED:
+                raise StatusUntrusted(f"{endpoint} refused this node's signed request") from None
+            details = printable(exc.details() or "")
+            raise NoDaemonError(f"the daemon at {endpoint} did not answer: {exc.code().name} {details}") from None
 
 
-async def fetch_status(endpoint: str, timeout: float) -> NodeStatus:
-    """The Status of the daemon at `endpoint`; NoDaemonError if it does not answer in time."""
-    response = await _ask(endpoint, timeout, "Status")
+async def fetch_status(endpoint: str, timeout: float, keys: Optional[Keys] = None) -> NodeStatus:
+    """The Status of the daemon at `endpoint`; NoDaemonError if it does not answer in time,
+    or (with `keys`) if its answer is not signed with them."""
+    signer, request = _auth.sign_request(keys, pb.StatusRequest())
+    response = await _ask(endpoint, timeout, "Status", request)
     try:
+        signer.open(response)
         return _wire.status_from_pb(response)
+    except AuthError as exc:
+        raise StatusUntrusted(f"the answer of {endpoint}: {exc}") from None
     except ValueError as exc:
-        raise NoDaemonError(f"the daemon at {endpoint} sent an invalid status: {exc}") from None
+        raise NoDaemonError(f"the daemon at {endpoint} sent an invalid status: {printable(str(exc))}") from None
 
 
 async def fetch_job_status(endpoint: str, timeout: float) -> JobView:
     """The job as the daemon at `endpoint` sees it; NoDaemonError if it does not answer."""
-    response = await _ask(endpoint, timeout, "JobStatus")
+    response = await _ask(endpoint, timeout, "JobStatus", pb.StatusRequest())
     try:
         return _wire.job_view_from_pb(response)
     except ValueError as exc:
-        raise NoDaemonError(f"the daemon at {endpoint} sent an invalid job status: {exc}") from None
+        raise NoDaemonError(f"the daemon at {endpoint} sent an invalid job status: {printable(str(exc))}") from None

@@ -4,26 +4,30 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
+from collections import Counter
 from typing import Callable, Optional
 
 import grpc
+from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from ..config import Timings
 from ..core import job as jobs
 from ..core import round as rounds
 from ..core.advert import PROTOCOL_VERSION
+from ..core.auth import AuthError, Keys
 from ..core.manifest import out_of_sync
-from ..core.peer import Peer
+from ..core.peer import Peer, parse_address, parse_grpc_peer, same_host
 from ..core.round import Action, Policy, RejectReason, Round, RoundPhase, Step
 from ..core.size import Size
-from ..core.status import NodeStatus
+from ..core.status import NodeStatus, printable
 from ..core.view import Target
 from ..ports import check_port_free
 from ..v1 import rendezvous_pb2 as pb
 from ..v1 import rendezvous_pb2_grpc as pb_grpc
-from . import _wire
+from . import _auth, _wire
 from .transfer import FileSource
 
 log = logging.getLogger(__name__)
@@ -40,6 +44,59 @@ _REASONS = {
 _END = None
 # The settle check runs this much after the settle time, never a tick before it.
 _SETTLE_SLACK = 0.01
+
+# Rounds a join may ask for: --max-restarts is at most 1,000, so no real job gets near; a
+# forged join must not move the coordinator to the end of the counter.
+MAX_ROUND = 2**32
+
+# Open Join streams from one address at most: a node opens one, a host a few.
+MAX_STREAMS_PER_SOURCE = 64
+
+
+def _source(context: grpc.aio.ServicerContext) -> str:
+    """The caller's address as gRPC names it, without the port."""
+    try:
+        return str(parse_grpc_peer(context.peer()))
+    except ValueError:
+        return context.peer()
+
+
+def _check_source(peer: Peer, source: str) -> None:
+    """A peer must connect from the address it claims: else anyone could join as another
+    host, whose TF worker would then be listed without knowing it."""
+    try:
+        ok = same_host(peer.address, parse_address(source))
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"it claims address {peer.address} but connects from {source}")
+
+
+class RateLimitedWarnings:
+    """One warning line per kind and address per `interval` seconds, then how many were
+    left out: a flood of bad requests must not become a flood of log lines."""
+
+    def __init__(self, logger: logging.Logger, interval: float = 30.0, capacity: int = 1024) -> None:
+        self._log = logger
+        self._interval = interval
+        self._capacity = capacity
+        self._last: dict[tuple[str, str], float] = {}
+        self._skipped: Counter[tuple[str, str]] = Counter()
+
+    def warn(self, kind: str, source: str, message: str, *args: object) -> None:
+        key = (kind, source)
+        now = time.monotonic()
+        if now - self._last.get(key, -math.inf) < self._interval or (
+            key not in self._last and len(self._last) >= self._capacity
+        ):
+            self._skipped[key] += 1
+            return
+        skipped = self._skipped.pop(key, 0)
+        self._last[key] = now
+        suffix = f" ({skipped} more like it in the last {self._interval:.0f} s)" if skipped else ""
+        self._log.warning(message + suffix, *args)
+        if len(self._last) >= self._capacity:
+            self._last = {k: t for k, t in self._last.items() if now - t < self._interval}
 
 
 class CoordinatorService(pb_grpc.RendezvousServicer):
@@ -61,8 +118,12 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         liveness_timeout: float = 5.0,
         policy: Policy = Policy(),
         settle: float = 0.0,
+        keys: Optional[Keys] = None,
     ) -> None:
         self._me = me
+        self._keys = keys
+        self._streams: Counter[str] = Counter()  # open Join streams by source address
+        self._warnings = RateLimitedWarnings(log)
         self._target = target
         self._status = status
         self._timings = timings
@@ -168,43 +229,66 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
     # -- RPCs ---------------------------------------------------------------------
 
     async def Join(self, request_iterator, context: grpc.aio.ServicerContext) -> None:  # noqa: N802
-        first = await context.read()
-        if first is grpc.aio.EOF or first.WhichOneof("body") != "join":
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "first message must be a join")
+        """One peer's stream. At most MAX_STREAMS_PER_SOURCE at a time from one address,
+        so that idle connections from one host cannot take every descriptor."""
+        source = _source(context)
+        if self._streams[source] >= MAX_STREAMS_PER_SOURCE:
+            self._warnings.warn(
+                "streams", source, "refused a Join stream from %s: %d are open from it", source, MAX_STREAMS_PER_SOURCE
+            )
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "too many streams from this address")
+        self._streams[source] += 1
+        try:
+            await self._serve_join(context, source)
+        finally:
+            self._streams[source] -= 1
+            if not self._streams[source]:
+                del self._streams[source]
+
+    async def _serve_join(self, context: grpc.aio.ServicerContext, source: str) -> None:
+        first = await self._read_first(context, source)
+        signer = await self._authenticate(context, first, source)
         rejection = self._check_header(first.header)
         if rejection is not None:
-            await context.write(rejection)
+            await context.write(signer.seal(rejection))
             return
         try:
             peer = _wire.peer_from_pb(first.join.peer)
+            _check_source(peer, source)
         except (ValueError, TypeError) as exc:
-            await context.write(self._rejected(pb.Rejected.BAD_REQUEST, f"bad peer: {exc}"))
+            self._warnings.warn("bad peer", source, "refused a Join from %s: %s", source, exc)
+            await context.write(signer.seal(self._rejected(pb.Rejected.BAD_REQUEST, f"bad peer: {exc}")))
             return
+        if peer.node_id in self._outboxes:
+            # a clone of a member, or its identity replayed: the live member keeps its place
+            self._warnings.warn("duplicate", source, "refused a second stream for member %s from %s", peer.node_id, source)
+            await context.abort(grpc.StatusCode.ALREADY_EXISTS, f"node id {peer.node_id} already has an open stream")
         target = self._target()
         forming = self.round.phase in (RoundPhase.GATHERING, RoundPhase.ABORTED, RoundPhase.COMPLETED)
         if forming and target.endpoint != self._me.endpoint:
             redirect = pb.Redirect(reason=f"{self._me.endpoint} is not the coordinator")
             if target.peer is not None:
                 redirect.coordinator.CopyFrom(_wire.peer_to_pb(target.peer))
-            await context.write(self._message(redirect=redirect))
+            await context.write(signer.seal(self._message(redirect=redirect)))
             return
         asked = max(1, first.header.round)
         self._apply(rounds.newer(self.round, asked))
         self._apply(rounds.newer(self.round, asked))  # a running round was aborted: the next one
         step = self._join(peer, first.join)
         if step.rejection is not None:
-            log.warning("rejected %s: %s", peer.describe(), step.rejection.message)
-            await context.write(self._rejected(_REASONS[step.rejection.reason], step.rejection.message))
+            rejection = step.rejection
+            self._warnings.warn(rejection.reason.value, source, "rejected %s: %s", peer.describe(), rejection.message)
+            await context.write(signer.seal(self._rejected(_REASONS[rejection.reason], rejection.message)))
             return
         outbox: asyncio.Queue[Optional[pb.CoordinatorMessage]] = asyncio.Queue()
         self._outboxes[peer.node_id] = outbox
-        reader = asyncio.create_task(self._read(context, peer, outbox), name=f"read-{peer.node_id}")
+        reader = asyncio.create_task(self._read(context, peer, outbox, signer), name=f"read-{peer.node_id}")
         self._start_watchdog()
         try:
             self._apply(step)
             self.round = rounds.heard(self.round, peer.node_id, time.monotonic())
             while (message := await self._next_message(outbox)) is not _END:
-                await context.write(message)
+                await context.write(signer.seal(message))
         finally:
             reader.cancel()
             if self._outboxes.get(peer.node_id) is outbox:
@@ -226,6 +310,51 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
             step = rounds.join(self.round, peer, expect, time.monotonic(), fingerprint)
         return step
 
+    async def _read_first(self, context: grpc.aio.ServicerContext, source: str) -> pb.PeerMessage:
+        """The stream's first message, a join, within the handshake time."""
+        message = await self._read_within(context, source)
+        if message is grpc.aio.EOF or message.WhichOneof("body") != "join":
+            self._warnings.warn("first", source, "refused a Join stream from %s: it did not start with a join", source)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "first message must be a join")
+        return message
+
+    async def _read_within(self, context: grpc.aio.ServicerContext, source: str):
+        try:
+            message = await asyncio.wait_for(context.read(), self._timings.handshake)
+        except asyncio.TimeoutError:
+            self._warnings.warn(
+                "silent", source, "closed a Join stream from %s: nothing within %g s", source, self._timings.handshake
+            )
+            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "no join within the handshake time")
+        if message is None:
+            self._warnings.warn("malformed", source, "refused a Join stream from %s: not a protobuf message", source)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "not a PeerMessage")
+        return message
+
+    async def _authenticate(self, context: grpc.aio.ServicerContext, first: pb.PeerMessage, source: str) -> _auth.Signer:
+        """With a token: check the join's MAC, send the challenge and check the proof (see
+        rendezvous.core.auth). A peer is admitted only after this."""
+        try:
+            signer = _auth.server_signer(self._keys, first)
+            if signer.active:
+                challenge = _auth.new_nonce()
+                signer.stream = signer.stream.with_server_nonce(challenge)  # type: ignore[union-attr]
+                await context.write(signer.seal(self._message(heartbeat=pb.Heartbeat()), nonce=challenge))
+                proof = await self._read_within(context, source)
+                if proof is grpc.aio.EOF:
+                    raise AuthError("the stream ended before the proof")
+                signer.open(proof)
+        except AuthError as exc:
+            await self._refuse(context, source, str(exc))
+        return signer
+
+    async def _refuse(self, context: grpc.aio.ServicerContext, source: str, why: str) -> None:
+        self._warnings.warn("auth", source, "refused %s: authentication failed (%s)", source, why)
+        await context.abort(
+            grpc.StatusCode.UNAUTHENTICATED,
+            f"authentication failed for job {self.round.job!r}: {why}. Every peer needs the same --token-file",
+        )
+
     async def _next_message(self, outbox: asyncio.Queue) -> Optional[pb.CoordinatorMessage]:
         """The next message for a peer; a heartbeat when there was none for a while."""
         try:
@@ -233,9 +362,14 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         except asyncio.TimeoutError:
             return self._message(heartbeat=pb.Heartbeat())
 
-    async def _read(self, context: grpc.aio.ServicerContext, peer: Peer, outbox: asyncio.Queue) -> None:
+    async def _read(
+        self, context: grpc.aio.ServicerContext, peer: Peer, outbox: asyncio.Queue, signer: _auth.Signer
+    ) -> None:
         try:
             while (message := await context.read()) is not grpc.aio.EOF:
+                if message is None:
+                    raise DecodeError("not a PeerMessage")
+                signer.open(message)
                 if message.header.round != self.round.number:
                     continue  # rounds never mix: a message of another round is stale
                 self.round = rounds.heard(self.round, peer.node_id, time.monotonic())
@@ -245,7 +379,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
                     self._apply(rounds.ready(self.round, peer.node_id, message.ready.cluster_digest, sync))
                 elif kind == "finished":
                     done = message.finished
-                    log.info("%s finished with exit code %d %s", peer.describe(), done.exit_code, done.reason)
+                    log.info("%s finished with exit code %d %s", peer.describe(), done.exit_code, printable(done.reason))
                     self._note(lambda board: jobs.finished(board, peer.node_id, done.exit_code, time.monotonic()))
                     sync = _wire.sync_from_pb(done.sync)
                     self._apply(rounds.finished(self.round, peer.node_id, done.exit_code, done.reason, sync))
@@ -255,6 +389,9 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
                     self._apply(rounds.synced(self.round, peer.node_id, message.synced.digest, message.synced.error))
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
             pass
+        except (AuthError, DecodeError) as exc:
+            log.warning("closed the stream of %s: %s", peer.describe(), exc)
+            outbox.put_nowait(self._rejected(pb.Rejected.BAD_REQUEST, f"closed: {exc}"))
         outbox.put_nowait(_END)
 
     def _progressed(self, peer: Peer, message: pb.Progress) -> None:
@@ -289,7 +426,17 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
             self._check_stragglers()
 
     async def Status(self, request: pb.StatusRequest, context: grpc.aio.ServicerContext) -> pb.StatusResponse:  # noqa: N802
-        return _wire.status_to_pb(self._status())
+        """Anyone may ask (`rendezvous status` has no token); a signed request gets a
+        signed answer, which a peer can trust."""
+        signer = _auth.Signer(None)
+        if request is None:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "not a StatusRequest")
+        if request.header.auth.scheme:
+            try:
+                signer = _auth.open_request(self._keys, request)
+            except AuthError as exc:
+                await self._refuse(context, _source(context), str(exc))
+        return signer.seal(_wire.status_to_pb(self._status()))
 
     async def JobStatus(self, request: pb.StatusRequest, context: grpc.aio.ServicerContext) -> pb.JobStatusResponse:  # noqa: N802
         target = self._target()
@@ -303,22 +450,31 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
             view = jobs.job_view(self.round, self.board, self._me, time.monotonic())
         return _wire.job_view_to_pb(view, self._me.node_id)
 
-    async def GetManifest(self, request: pb.ManifestRequest, context: grpc.aio.ServicerContext) -> pb.ManifestResponse:  # noqa: N802
-        await self._check_files(request.header, context)
+    async def GetManifest(self, request: Optional[pb.ManifestRequest], context: grpc.aio.ServicerContext) -> pb.ManifestResponse:  # noqa: N802
+        await self._check_files(request, context)
         return await self.files.manifest(request, context)  # type: ignore[union-attr]
 
-    async def FetchFiles(self, request: pb.FetchRequest, context: grpc.aio.ServicerContext):  # noqa: N802
-        await self._check_files(request.header, context)
+    async def FetchFiles(self, request: Optional[pb.FetchRequest], context: grpc.aio.ServicerContext):  # noqa: N802
+        await self._check_files(request, context)
         async for chunk in self.files.files(request, context):  # type: ignore[union-attr]
             yield chunk
 
-    async def _check_files(self, header: pb.Header, context: grpc.aio.ServicerContext) -> None:
-        """Files go only to a node of this job, and only from a node that syncs."""
+    async def _check_files(self, request: Optional[pb.ManifestRequest | pb.FetchRequest], context: grpc.aio.ServicerContext) -> None:
+        """Files go only to a node of this job (one that holds its token, if it has one),
+        and only from a node that syncs. What they hold is checked by the fetcher against
+        the digest the coordinator named, over the signed Join stream."""
+        if request is None:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "not a request of files")
         if self.files is None:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "this node runs without --sync-dir")
-        rejection = self._check_header(header)
+        rejection = self._check_header(request.header)
         if rejection is not None:
             await context.abort(grpc.StatusCode.PERMISSION_DENIED, rejection.rejected.message)
+        if self._keys is not None:
+            try:
+                _auth.open_request(self._keys, request)
+            except AuthError as exc:
+                await self._refuse(context, _source(context), str(exc))
 
     def _check_header(self, header: pb.Header) -> Optional[pb.CoordinatorMessage]:
         if header.protocol_version != PROTOCOL_VERSION:
@@ -331,6 +487,8 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
                 pb.Rejected.BAD_REQUEST,
                 f"job {header.job!r} asked a node of job {self.round.job!r}",
             )
+        if header.round > MAX_ROUND:
+            return self._rejected(pb.Rejected.BAD_REQUEST, f"round {header.round} is out of range (at most {MAX_ROUND})")
         return None
 
     def _rejected(self, reason: int, message: str) -> pb.CoordinatorMessage:
@@ -350,13 +508,51 @@ def bind_server(host: str, port: int, keepalive: float = Timings.keepalive) -> t
     return server, bound
 
 
+class _Handlers:
+    """Stands in for a server to catch what the generated code registers."""
+
+    def __init__(self) -> None:
+        self.service = ""
+        self.handlers: dict[str, grpc.RpcMethodHandler] = {}
+
+    def add_generic_rpc_handlers(self, handlers: object) -> None:
+        pass
+
+    def add_registered_method_handlers(self, service: str, handlers: dict) -> None:
+        self.service, self.handlers = service, handlers
+
+
+def _lenient(parse: Callable[[bytes], object]) -> Callable[[bytes], object]:
+    def parse_or_none(data: bytes) -> object:
+        try:
+            return parse(data)
+        except DecodeError:
+            return None
+
+    return parse_or_none
+
+
+def add_lenient_servicer(service: pb_grpc.RendezvousServicer, server: grpc.aio.Server) -> None:
+    """Register every RPC of the Rendezvous service as the generated code would, except
+    that a request that is not a protobuf message reaches the method as None (to be
+    answered INVALID_ARGUMENT) instead of failing in gRPC with UNKNOWN and a traceback."""
+    caught = _Handlers()
+    pb_grpc.add_RendezvousServicer_to_server(service, caught)
+    handlers = {
+        name: handler._replace(request_deserializer=_lenient(handler.request_deserializer))
+        for name, handler in caught.handlers.items()
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(caught.service, handlers),))
+    server.add_registered_method_handlers(caught.service, handlers)
+
+
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Rendezvous"].full_name
 
 
 async def serve(server: grpc.aio.Server, service: CoordinatorService, checker: health.aio.HealthServicer) -> None:
     """Start serving Rendezvous and the standard gRPC health service (grpc.health.v1), both
     SERVING; call `checker.enter_graceful_shutdown()` before stopping."""
-    pb_grpc.add_RendezvousServicer_to_server(service, server)
+    add_lenient_servicer(service, server)
     health_pb2_grpc.add_HealthServicer_to_server(checker, server)
     await server.start()
     for name in ("", SERVICE_NAME):

@@ -10,10 +10,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import AsyncIterator
+from typing import AsyncIterator, Optional
 
 import grpc
 
+from ..core.auth import Keys
 from ..core.manifest import Manifest
 from ..core.member import SyncFrom
 from ..core.peer import Peer
@@ -21,7 +22,7 @@ from ..errors import SyncError
 from ..sync import CHUNK, Chunks, Progress, SyncDir
 from ..v1 import rendezvous_pb2 as pb
 from ..v1 import rendezvous_pb2_grpc as pb_grpc
-from . import _wire
+from . import _auth, _wire
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +91,10 @@ class FileSource:
 # -- the fetching member's side ------------------------------------------------------------------
 
 
-async def pull(sync: SyncDir, order: SyncFrom, me: Peer, job: str, round: int) -> Manifest:
+async def pull(sync: SyncDir, order: SyncFrom, me: Peer, job: str, round: int, keys: Optional[Keys] = None) -> Manifest:
     """Make `sync` the copy `order` names; the copy this node has after it. SyncError when
-    it cannot (the directory is then as it was)."""
+    it cannot (the directory is then as it was). With the job's `keys`, every request is
+    signed: a source serves only nodes that hold the token."""
     local = await sync.scan()
     if order.source.node_id == me.node_id or local.digest == order.digest:
         return local
@@ -101,7 +103,7 @@ async def pull(sync: SyncDir, order: SyncFrom, me: Peer, job: str, round: int) -
     async with grpc.aio.insecure_channel(endpoint, options=_options()) as channel:
         stub = pb_grpc.RendezvousStub(channel)
         try:
-            response = await stub.GetManifest(pb.ManifestRequest(header=header))
+            response = await stub.GetManifest(_auth.sign_request(keys, pb.ManifestRequest(header=header))[1])
         except grpc.aio.AioRpcError as exc:
             raise SyncError(f"could not read the manifest of {order.source.describe()}: {exc.code().name} {exc.details()}") from None
         manifest = _wire.manifest_from_pb(response.files)
@@ -109,7 +111,8 @@ async def pull(sync: SyncDir, order: SyncFrom, me: Peer, job: str, round: int) -
             raise SyncError(f"the copy of {order.source.describe()} changed since the freeze")
 
         def fetch(paths: list[str]) -> Chunks:
-            return _chunks(stub, pb.FetchRequest(header=header, digest=order.digest, paths=paths), order.source)
+            request = pb.FetchRequest(header=header, digest=order.digest, paths=paths)
+            return _chunks(stub, _auth.sign_request(keys, request)[1], order.source)
 
         return await sync.pull(manifest, fetch, Progress(str(order.source.address)))
 

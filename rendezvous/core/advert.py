@@ -62,6 +62,8 @@ class Advert:
     # H100`, `none`); None when not known.
     tensorflow: Optional[str] = None
     gpus: Optional[str] = None
+    # The job wants a token (`--token-file`); the token itself never leaves the node.
+    auth: bool = False
 
     @property
     def node_id(self) -> str:
@@ -96,6 +98,8 @@ class Advert:
             txt["tf"] = _printable(self.tensorflow)
         if self.gpus:
             txt["gpus"] = _printable(self.gpus)
+        if self.auth:
+            txt["auth"] = "1"
         return txt
 
 
@@ -170,6 +174,7 @@ def decode_advert(
             parse_endpoint(coordinator)  # numeric only: nothing may send us to DNS
         except ValueError as exc:
             raise InvalidAdvert(f"TXT key 'coord': {exc}") from None
+    auth = _int(props, "auth", 0, 1) == 1 if b"auth" in props else False
     if not addresses:
         raise InvalidAdvert("no address")
     try:
@@ -187,4 +192,5 @@ def decode_advert(
         coordinator=coordinator,
         tensorflow=_shown(props, "tf"),
         gpus=_shown(props, "gpus"),
+        auth=auth,
     )

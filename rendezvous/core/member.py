@@ -103,6 +103,14 @@ class Lost:
 
 
 @dataclass(frozen=True)
+class Untrusted:
+    """Authentication with the coordinator failed: it does not hold the job's token, or
+    this node's is not the job's."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
 class TargetChanged:
     """Discovery changed whom this node would join, or found peers that disagree with it."""
 
@@ -118,7 +126,7 @@ class CommandExited:
     reason: str = ""
 
 
-MemberEvent = Union[CoordinatorEvent, Lost, TargetChanged, CommandExited]
+MemberEvent = Union[CoordinatorEvent, Lost, Untrusted, TargetChanged, CommandExited]
 
 # -- actions ------------------------------------------------------------------------------
 
@@ -147,9 +155,10 @@ class Start:
 @dataclass(frozen=True)
 class Rejoin:
     """Close this stream and join whomever the view names now; first leave `suspect` out
-    of the election, when it is set."""
+    of the election, when it is set, and `distrust` out for good."""
 
     suspect: Optional[Peer] = None
+    distrust: Optional[Peer] = None
 
 
 @dataclass(frozen=True)
@@ -252,6 +261,8 @@ def step(state: Member, event: MemberEvent, now: float) -> Step:
     """What this node does with `event`, received at `now` (time.monotonic())."""
     if state.phase in (MemberPhase.ENDED, MemberPhase.FAILED):
         return Step(state, Wait())
+    if isinstance(event, Untrusted):
+        return _on_untrusted(state, event, now)
     if state.phase in (MemberPhase.RELEASED, MemberPhase.FINISHED):
         return _while_running(state, event)
     if isinstance(event, (Waiting, Heartbeat)):
@@ -336,6 +347,15 @@ def _on_lost(state: Member, event: Lost, now: float) -> Step:
     if now - since < state.suspect_after or peer is None or peer.node_id == state.me.node_id:
         return Step(state, Rejoin())
     return Step(replace(state, failing=None), Rejoin(suspect=peer))
+
+
+def _on_untrusted(state: Member, event: Untrusted, now: float) -> Step:
+    """Before the freeze, the coordinator is left out of the election for good; after it,
+    the stream is as good as lost."""
+    if state.frozen:
+        return step(state, Lost(event.reason), now)
+    target = state.target if state.target is not None and state.target.node_id != state.me.node_id else None
+    return Step(replace(state, failing=None), Rejoin(distrust=target))
 
 
 def _on_target_changed(state: Member, event: TargetChanged) -> Step:

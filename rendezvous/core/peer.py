@@ -41,6 +41,28 @@ def parse_endpoint(text: str) -> tuple[IPAddress, int]:
     return address, port
 
 
+def parse_grpc_peer(text: str) -> IPAddress:
+    """The address in gRPC's name of a caller, `ipv4:10.0.0.1:5000` or `ipv6:[::1]:5000`
+    (percent-encoded in some gRPC versions); ValueError for anything else (a Unix socket)."""
+    scheme, _, rest = text.replace("%5B", "[").replace("%5D", "]").partition(":")
+    if scheme not in ("ipv4", "ipv6"):
+        raise ValueError(f"not an IP caller: {text!r}")
+    host = rest.rpartition(":")[0]
+    return parse_address(host[1:-1].split("%")[0] if host.startswith("[") else host)
+
+
+def same_host(claimed: IPAddress, source: IPAddress) -> bool:
+    """Whether a connection from `source` can come from the node at `claimed`: the same
+    address (an IPv4-mapped IPv6 one counts as IPv4), or both on loopback, where the
+    kernel picks 127.0.0.1 as the source whatever 127.x address a node advertises."""
+    def plain(a: IPAddress) -> IPAddress:
+        mapped = getattr(a, "ipv4_mapped", None)
+        return mapped or a
+
+    claimed, source = plain(claimed), plain(source)
+    return claimed == source or (claimed.is_loopback and source.is_loopback)
+
+
 def _check_port(name: str, value: int) -> None:
     if not 0 < value < 65536:
         raise ValueError(f"{name} must be in 1..65535, got {value!r}")

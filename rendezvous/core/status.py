@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
-from .advert import Phase
+from .advert import Advert, Phase
 from .peer import Peer
 from .preflight import Fingerprint
 from .progress import Progress, describe, progress_to_dict
@@ -66,12 +66,28 @@ class NodeStatus:
             return self.membership.coordinator
         return self.following
 
+    def as_advert(self, auth: bool = False) -> Advert:
+        """What this status claims, in an advert's terms: a peer's advert counts once its
+        own Status (over gRPC, signed when the job has a token) says the same."""
+        coordinator = self.membership.coordinator.endpoint if self.membership else None
+        return Advert(
+            peer=self.node, job=self.job, expect=self.expect, phase=self.phase if coordinator else Phase.WAITING,
+            round=self.round, coordinator=coordinator, auth=auth,
+        )
+
     @property
     def tf_config(self) -> Optional[dict]:
         rank = self.rank
         if self.membership is None or rank is None:
             return None
         return build_tf_config(self.membership, rank)
+
+
+def printable(text: str, limit: int = 300) -> str:
+    """Text from the network or a file, safe for a terminal: control and other unprintable
+    characters escaped, at most `limit` characters."""
+    escaped = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[: limit + 1])
+    return escaped if len(escaped) <= limit else escaped[:limit] + "..."
 
 
 def _worker(status: NodeStatus) -> str:

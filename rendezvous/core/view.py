@@ -28,11 +28,22 @@ class PeerView:
     without a goodbye stays in the mDNS cache for many minutes, and electing it would block
     the job that long. A changed advert from such a peer makes it a candidate again; the
     same advert delivered again (a cache refresh) does not.
+
+    `distrusted` peers failed authentication with this node (they do not know the job's
+    token): they are left out for good, whatever they advertise next. When this node has a
+    token, adverts that do not say they want one are left out too.
+
+    An advert is only a hint: anyone on the link can send one. A peer counts (is elected,
+    followed, or disagrees on --expect) once `confirmed` holds what its own Status said over
+    gRPC, for the same identity and endpoint; its claims are then taken from there. Nodes
+    that never answer are never waited for.
     """
 
     me: Advert
     others: Mapping[str, Advert] = field(default_factory=dict)
     unreachable: Mapping[str, float] = field(default_factory=dict)
+    distrusted: frozenset[str] = frozenset()
+    confirmed: Mapping[str, Advert] = field(default_factory=dict)
 
     def seen(self, advert: Advert) -> "PeerView":
         """Add or update a discovered advert. Other jobs are not part of the view."""
@@ -50,7 +61,8 @@ class PeerView:
         if node_id not in self.others:
             return self
         return replace(
-            self, others=_without(self.others, node_id), unreachable=_without(self.unreachable, node_id)
+            self, others=_without(self.others, node_id), unreachable=_without(self.unreachable, node_id),
+            confirmed=_without(self.confirmed, node_id),
         )
 
     def suspect(self, node_id: str, until: float) -> "PeerView":
@@ -69,6 +81,33 @@ class PeerView:
     def is_suspected(self, node_id: str, now: float) -> bool:
         return self.unreachable.get(node_id, now) > now
 
+    def distrust(self, node_id: str) -> "PeerView":
+        """Leave a peer that failed authentication out for good (never this node)."""
+        if node_id == self.me.node_id:
+            return self
+        return replace(self, distrusted=self.distrusted | {node_id})
+
+    def _trusted(self, advert: Advert) -> bool:
+        """Whether an advert counts at all: it did not fail authentication, and it wants
+        a token if this node has one."""
+        return advert.node_id not in self.distrusted and (advert.auth or not self.me.auth)
+
+    def confirm(self, claims: Advert) -> "PeerView":
+        """What a peer's own Status said (`NodeStatus.as_advert`)."""
+        if claims.node_id not in self.others:
+            return self
+        return replace(self, confirmed={**self.confirmed, claims.node_id: claims})
+
+    def unconfirmed(self) -> list[Advert]:
+        """Adverts whose claims no Status has confirmed yet (new ones, changed ones)."""
+        return [a for a in self.others.values() if self._trusted(a) and not _same_claims(self.confirmed.get(a.node_id), a)]
+
+    @property
+    def _candidates(self) -> list[Advert]:
+        """The other peers that count, with their claims as their Status confirmed them."""
+        found = (self.confirmed.get(a.node_id) for a in self.others.values() if self._trusted(a))
+        return [c for c in found if c is not None and c.peer == self.others[c.node_id].peer]
+
     def with_me(self, me: Advert) -> "PeerView":
         return replace(self, me=me)
 
@@ -81,28 +120,39 @@ class PeerView:
         return sorted(a.peer for a in self.adverts)
 
     def conflicts(self) -> list[str]:
-        """Peers of the same job that disagree with this node about --expect."""
-        return [
+        """Peers of the same job that disagree with this node about --expect, or that want
+        a token when this node has none."""
+        candidates = sorted(self._candidates, key=lambda a: a.peer)
+        tokens = [
+            f"this job requires a token: peer {a.peer.describe()} runs job {a.job!r} with one; "
+            "start this node with --token-file holding the same secret"
+            for a in [c for c in candidates if c.auth and not self.me.auth][:1]
+        ]
+        return tokens or [
             f"peer {a.peer.describe()} runs job {a.job!r} with --expect {a.expect}, "
             f"but this node, {self.me.peer.describe()}, runs it with --expect {self.me.expect}"
-            for a in sorted(self.others.values(), key=lambda a: a.peer)
+            for a in candidates
             if a.expect != self.me.expect
         ]
 
     def live_peers(self, now: float) -> list[Peer]:
-        """The peers that count: every one seen but those suspected of being gone."""
-        return sorted(a.peer for a in self.adverts if not self.is_suspected(a.node_id, now))
+        """The peers that count: every one seen but those suspected of being gone, or
+        left out for authentication."""
+        return sorted(a.peer for a in [self.me, *self._candidates] if not self.is_suspected(a.node_id, now))
 
     def target(self, now: float) -> Target:
         """Whom to join: a frozen job's coordinator if one is advertised, else the lowest
         live peer. Adverts of an earlier round than the latest one advertised (this node's
         included), and of suspected nodes or naming one as coordinator, are stale: a node killed without a goodbye keeps its
         last advert in every mDNS cache for many minutes."""
-        suspected = {a.peer.endpoint for a in self.others.values() if self.is_suspected(a.node_id, now)}
-        latest = max(a.round for a in self.adverts)  # a round others already moved on from is over
+        suspected = {
+            a.peer.endpoint for a in self.others.values()
+            if self.is_suspected(a.node_id, now) or not self._trusted(a)
+        }
+        latest = max(a.round for a in [self.me, *self._candidates])  # a round others already moved on from is over
         frozen = sorted(
             (
-                a for a in self.others.values()
+                a for a in self._candidates
                 if a.phase is not Phase.WAITING and a.coordinator and a.round >= latest
                 and not self.is_suspected(a.node_id, now) and a.coordinator not in suspected
             ),
@@ -131,6 +181,16 @@ class PeerView:
             f"saw {len(self.peers)} of {self.me.expect.describe()} peers of job {self.me.job!r}: "
             f"{describe_peers(self.peers)}; {missing} never appeared{twins}"
         )
+
+
+def _same_claims(confirmed: Optional[Advert], advert: Advert) -> bool:
+    """Whether an advert claims what its Status confirmed: the same endpoint, --expect, and
+    frozen coordinator of the same round."""
+    def claims(a: Advert) -> tuple:
+        frozen = a.phase is not Phase.WAITING and a.coordinator
+        return (a.peer, a.expect, a.round, a.coordinator if frozen else None)
+
+    return confirmed is not None and claims(confirmed) == claims(advert)
 
 
 def _without(mapping: Mapping[str, T], key: str) -> dict[str, T]:

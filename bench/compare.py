@@ -7,8 +7,8 @@
              `rendezvous join`: start -> first training step, and total time.
 3. daemon    launch -> ready, CPU and RSS while idle, RSS during a job, and each daemon's CPU
              seconds from start to release for N = 2..64 daemons in namespaces.
-4. failures  fault -> every command stopped / running again: not available until the daemon
-             has restart rounds; reported as such.
+4. failures  fault -> every command stopped / running again, per fault kind, 3 nodes in
+             namespaces (bench/restart_bench.py).
 
 Writes PREFIX.md (the report) and PREFIX.json (every run's figures), and prints the report.
 `--baseline OLD.json` adds the change of every ratio (torchrun/rendezvous,

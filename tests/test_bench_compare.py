@@ -307,7 +307,10 @@ def full_result():
                             "rss_kib": 50000},
                    "job": {"rss_kib": [50000, 50100], "hwm_kib": [50200, 50300], "read_after": 1.5},
                    "release": [{"n": 64, "runs": [{}, {}], "agent_cpu": s, "agent_cpu_ready": s, "latency": t}]},
-        "failures": {"available": False, "reason": "not available: needs restart rounds"},
+        "failures": {"available": True, "nodes": 3, "liveness_timeout": 5.0, "settle": 1.0, "rows": [
+            {"fault": "command", "stopped": s, "running": s},
+            {"fault": "frozen", "stopped": s, "running": None},
+        ]},
     }
 
 
@@ -322,7 +325,8 @@ def test_report_has_every_part():
     assert "| rendezvous / TF_CONFIG | 1.000x | 1.000x |" in text
     assert "0.03 s = 0.050%" in text and "48.8 MiB" in text
     assert "| 64 | 2 |" in text
-    assert "**not available: needs restart rounds**" in text
+    assert "| `kill -9` of one command | 0.36 s (0.30-0.41) | 0.36 s (0.30-0.41) |" in text
+    assert "| SIGSTOP of a member's daemon, for good | 0.36 s (0.30-0.41) | waits for it |" in text
     assert "| idle daemon RSS | 48.8 MiB | under 42.9 MiB | **no** |" in text
 
 

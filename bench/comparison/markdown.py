@@ -180,12 +180,28 @@ def daemon(d: Mapping) -> str:
     return "\n".join(text)
 
 
+#: What each fault of bench/restart_bench.py is, for the table.
+FAULTS = {
+    "command": "`kill -9` of one command",
+    "daemon": "`kill -9` of a member's daemon, started again at once",
+    "stopped-command": "SIGSTOP of one command",
+    "frozen": "SIGSTOP of a member's daemon, for good",
+    "link-down": "a host's link cut, put back once the others stopped",
+    "lost-elastic": "a host's link cut for good, `--expect N-1:N`",
+}
+
+
 def failures(f: Mapping) -> str:
     text = "### Failures\n\n"
     if not f.get("available"):
         return text + (f"Fault -> every command stopped, fault -> every command running again, per "
                        f"fault kind: **{f.get('reason', 'not available')}**.")
-    return text + "(no figures)"
+    text += (f"{f['nodes']} nodes in network namespaces, `--liveness-timeout {f['liveness_timeout']:g}`, "
+             f"`--settle {f['settle']:g}` (`bench/restart_bench.py`): fault -> every other node's "
+             "command stopped, and -> every node's command of the next round started; median (min-max).\n\n")
+    rows = [[FAULTS.get(r["fault"], r["fault"]), seconds(r["stopped"]), seconds(r["running"]) if r["running"] else "waits for it"]
+            for r in f["rows"]]
+    return text + table(["fault", "-> others stopped", "-> all running again"], rows, right=1)
 
 
 def baseline(b: Mapping) -> str:

@@ -18,9 +18,9 @@ from .agents import NotifyListener, RoundError, Started, read_cpu, read_status_k
 from .figures import Summary, alternate, ratio, summarize_rounds
 from .places import netns_unavailable, place
 
-#: Failure figures (fault -> every command stopped, fault -> every command running again) need
-#: the daemon to restart a round after a fault. Until it does there is nothing to measure.
-FAILURES_UNAVAILABLE = "not available: needs restart rounds"
+#: Failure figures: 3 nodes in network namespaces, the daemon's default liveness timeout.
+FAILURE_NODES = 3
+FAILURE_LIVENESS = 5.0
 
 DEFAULT_TRAINER_ARGS = ("--epochs", "1", "--threads", "1")
 
@@ -216,5 +216,26 @@ def _release_cpu(opts: Options, workdir: Path, notify: NotifyListener) -> list[d
 # -- 4. failures -----------------------------------------------------------------------------
 
 
-def failures(opts: Optional[Options] = None, workdir: Optional[Path] = None) -> dict:
-    return {"available": False, "reason": FAILURES_UNAVAILABLE}
+def failures(opts: Options, workdir: Optional[Path] = None) -> dict:
+    """Fault -> every other command stopped, and -> every command running again, per fault
+    kind, as bench/restart_bench.py measures them (its docstring says how)."""
+    unavailable = netns_unavailable()
+    if unavailable:
+        return {"available": False, "reason": f"needs network namespaces: {unavailable}"}
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    import restart_bench
+    from netns import Network
+
+    rows = []
+    with Network(FAILURE_NODES) as net:
+        for fault in restart_bench.FAULTS:
+            say(f"failures: {fault} x {opts.runs}")
+            runs = [restart_bench.one_run(fault, net.hosts, FAILURE_LIVENESS, opts.settle) for _ in range(opts.runs)]
+            running = [r[1] for r in runs if r[1] is not None]
+            rows.append({
+                "fault": fault,
+                "stopped": Summary.of(r[0] for r in runs).to_json(),
+                "running": Summary.of(running).to_json() if running else None,
+            })
+    return {"available": True, "nodes": FAILURE_NODES, "liveness_timeout": FAILURE_LIVENESS,
+            "settle": opts.settle, "rows": rows}

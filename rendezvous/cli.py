@@ -161,7 +161,7 @@ def _join_parser(commands: argparse._SubParsersAction) -> None:
         description=JOIN_DESCRIPTION,
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        usage="rendezvous join --expect N [options] [-- COMMAND [ARG ...]]",
+        usage="rendezvous join --expect N|MIN:MAX [options] [-- COMMAND [ARG ...]]",
     )
     groups = {name: join.add_argument_group(name, about) for name, about in GROUPS.items()}
     for option in OPTIONS:

@@ -200,7 +200,7 @@ class Network:
     directly; ``down()`` is idempotent and is also run at interpreter exit.
     """
 
-    def __init__(self, n_hosts: int, subnet: str = DEFAULT_SUBNET) -> None:
+    def __init__(self, n_hosts: int, subnet: str = DEFAULT_SUBNET, multicast: bool = True) -> None:
         if n_hosts < 1:
             raise ValueError("a network needs at least one host")
         net = ipaddress.ip_network(subnet)
@@ -210,6 +210,8 @@ class Network:
             raise ValueError(f"subnet {subnet} has room for {net.num_addresses - 2} hosts, not {n_hosts}")
         self.subnet = net
         self.n_hosts = n_hosts
+        #: False: the bridge forwards no multicast at all (a cloud VPC, a misconfigured switch).
+        self.multicast = multicast
         self.tag = secrets.token_hex(3)
         #: Common prefix of this network's namespace names.
         self.prefix = f"{PREFIX}{os.getpid()}-{self.tag}-"
@@ -279,6 +281,8 @@ class Network:
         for host in self.hosts:
             lines.append(f"link add h{host.index} type veth peer name {host.interface} netns {host.name}")
             lines.append(f"link set h{host.index} master br0")
+            if not self.multicast:
+                lines.append(f"link set h{host.index} type bridge_slave mcast_flood off")
             lines.append(f"link set h{host.index} up")
         lines.append("link set br0 up")
         _ip("-n", self.bridge_ns, "-batch", "-", stdin="\n".join(lines) + "\n")

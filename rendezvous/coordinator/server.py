@@ -7,7 +7,7 @@ import logging
 import math
 import time
 from collections import Counter
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -17,6 +17,7 @@ from ..config import Timings
 from ..core import job as jobs
 from ..core import round as rounds
 from ..core.advert import PROTOCOL_VERSION
+from ..core.adverts import Record
 from ..core.auth import AuthError, Keys
 from ..core.manifest import out_of_sync
 from ..core.peer import Peer, parse_address, parse_grpc_peer, same_host
@@ -133,6 +134,9 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         self._outboxes: dict[str, asyncio.Queue[Optional[pb.CoordinatorMessage]]] = {}
         self._watchdog: Optional[asyncio.Task] = None
         self.files: Optional[FileSource] = None  # --sync-dir: this node's copy, to serve
+        #: Answers Exchange: the records a node pushed -> what this node knows, or None
+        #: when it takes no part in unicast discovery. Set by whoever owns the discovery.
+        self.exchange: Callable[[Sequence[Record]], Optional[Sequence[Record]]] = lambda records: None
 
     @property
     def heartbeat_interval(self) -> float:
@@ -475,6 +479,16 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
                 _auth.open_request(self._keys, request)
             except AuthError as exc:
                 await self._refuse(context, _source(context), str(exc))
+
+    async def Exchange(self, request: Optional[pb.Adverts], context: grpc.aio.ServicerContext) -> pb.Adverts:  # noqa: N802
+        if request is None:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "not a list of adverts")
+        if request.header.protocol_version != PROTOCOL_VERSION:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"this node speaks protocol {PROTOCOL_VERSION}")
+        known = self.exchange(_wire.records_from_pb(request))
+        if known is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this node does not use unicast discovery (--discovery mdns)")
+        return _wire.records_to_pb(known, self._me.node_id)
 
     def _check_header(self, header: pb.Header) -> Optional[pb.CoordinatorMessage]:
         if header.protocol_version != PROTOCOL_VERSION:

@@ -1,0 +1,162 @@
+"""Discovery without multicast: adverts gossiped over the gRPC service every node runs.
+
+Every `gossip_interval` a node announces its advert with a higher serial and exchanges
+everything it knows (core.adverts) with each of its seeds and with a few peers it learned
+of: one Exchange call each way carries both directions. Seeds therefore need not know every
+node, only be connected through each other; a node learns the whole job on its first
+exchange with any seed that has heard of it. A node says goodbye with a last record, and
+a node that announces nothing newer for `advert_ttl` (killed, cut off) is dropped.
+
+The seeds' names are resolved again at every exchange: a name with several addresses is
+several seeds, and the set may change while the job waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import socket
+import time
+from typing import Callable, Optional, Sequence
+
+import grpc
+
+from ..config import Timings
+from ..coordinator import SessionLost, exchange, open_channel
+from ..core.advert import Advert
+from ..core.adverts import AdvertStore, Changes, Record
+from ..core.peer import IPAddress
+from ..core.seeds import Seed
+from . import Discovery, DiscoveryEvent, Gone, Seen, deliver
+
+log = logging.getLogger(__name__)
+
+# Peers learned of, besides the seeds, that a node exchanges with at each interval: enough
+# for adverts to spread in a few intervals when seeds are far apart, few enough that a
+# large job is not a storm of calls.
+FANOUT = 2
+
+
+class UnicastDiscovery(Discovery):
+    """Announces `advert` to `seeds` and the peers learned from them; reports every node
+    they know of, of every job. With `advert=None` it only asks (`rendezvous peers`)."""
+
+    def __init__(
+        self,
+        address: IPAddress,
+        advert: Optional[Advert],
+        on_event: Callable[[DiscoveryEvent], None],
+        seeds: Sequence[Seed],
+        timings: Timings = Timings(),
+    ) -> None:
+        self._address = address
+        self._advert = advert
+        self._on_event = on_event
+        self._seeds = tuple(seeds)
+        self._timings = timings
+        self._store = AdvertStore(timings.advert_ttl)
+        self._serial = 0
+        self._sender = advert.node_id if advert else "browser"
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._unresolved: set[Seed] = set()
+        self._wake = asyncio.Event()
+        self._task: Optional[asyncio.Task] = None
+
+    # -- Discovery ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._announce()
+        self._task = asyncio.create_task(self._gossip(), name="discovery-gossip")
+
+    async def update(self, advert: Advert) -> None:
+        """Announce the change now rather than at the next interval."""
+        self._advert = advert
+        self._announce()
+        self._wake.set()
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._advert is not None:
+            self._serial += 1
+            self._store = self._store.merge([Record(self._advert, self._serial, goodbye=True)], time.monotonic()).store
+            try:
+                await asyncio.wait_for(self._exchange_all(), self._timings.goodbye_timeout)
+            except asyncio.TimeoutError:
+                log.debug("goodbye not confirmed within %ss", self._timings.goodbye_timeout)
+        channels, self._channels = self._channels, {}
+        await asyncio.gather(*(c.close() for c in channels.values()), return_exceptions=True)
+
+    def exchange(self, records: Sequence[Record]) -> Sequence[Record]:
+        """A node pushed what it knows: keep what is newer, answer with everything."""
+        self._apply(self._store.merge(records, time.monotonic()))
+        return self._store.records()
+
+    # -- gossip --------------------------------------------------------------------------
+
+    def _announce(self) -> None:
+        """This node's advert with a higher serial: newer than all before, and alive."""
+        if self._advert is not None:
+            self._serial += 1
+            self._store = self._store.merge([Record(self._advert, self._serial)], time.monotonic()).store
+
+    async def _gossip(self) -> None:
+        while True:
+            self._wake.clear()
+            await self._exchange_all()
+            self._apply(self._store.expire(time.monotonic()))
+            wake = asyncio.ensure_future(self._wake.wait())
+            try:
+                await asyncio.wait({wake}, timeout=self._timings.gossip_interval)
+            finally:
+                wake.cancel()
+            self._announce()
+
+    async def _exchange_all(self) -> None:
+        endpoints = await self._targets()
+        await asyncio.gather(*(self._exchange_with(e) for e in endpoints))
+
+    async def _targets(self) -> list[str]:
+        """Every seed's every address, and FANOUT peers learned of; never this node."""
+        seeds = {e for s in await asyncio.gather(*map(self._resolve, self._seeds)) for e in s}
+        mine = self._advert.peer.endpoint if self._advert else None
+        learned = sorted(
+            a.peer.endpoint for a in self._store.adverts()
+            if a.peer.address.version == self._address.version and a.peer.endpoint not in seeds
+        )
+        chosen = seeds | set(random.sample(learned, min(FANOUT, len(learned))))
+        return sorted(chosen - {mine})
+
+    async def _resolve(self, seed: Seed) -> list[str]:
+        """The endpoints of a seed's addresses of this node's family."""
+        family = socket.AF_INET if self._address.version == 4 else socket.AF_INET6
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(seed.host, seed.port, family=family, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            if seed not in self._unresolved:
+                log.warning("seed %s: cannot resolve %s (%s); trying again", seed, seed.host, exc.strerror or exc)
+            self._unresolved.add(seed)
+            return []
+        self._unresolved.discard(seed)
+        return sorted({seed.endpoint(str(info[4][0]).split("%")[0]) for info in infos})
+
+    async def _exchange_with(self, endpoint: str) -> None:
+        channel = self._channels.get(endpoint)
+        if channel is None:
+            channel = self._channels[endpoint] = open_channel(endpoint)
+        try:
+            known = await exchange(channel, self._store.records(), self._sender, self._timings.gossip_interval)
+        except SessionLost as exc:
+            log.debug("exchange with %s failed: %s", endpoint, exc)
+            return
+        self._apply(self._store.merge(known, time.monotonic()))
+
+    def _apply(self, changes: Changes) -> None:
+        self._store = changes.store
+        me = self._advert.node_id if self._advert else None
+        events: list[DiscoveryEvent] = [Gone(n) for n in changes.gone if n != me]
+        events += [Seen(a) for a in changes.seen if a.node_id != me]
+        for event in events:
+            deliver(self._on_event, event)

@@ -80,3 +80,36 @@ def test_peers_lists_a_job_through_a_seed_and_drops_nodes_that_leave_or_die(make
     wait_listed(asker, seed, job, 1)
     daemons[0].proc.send_signal(signal.SIGTERM)
     daemons[0].wait()
+
+
+def test_hosts_on_two_subnets_joined_by_a_router_form_one_job_through_a_seed_on_each_side(make_network, tmp_path):
+    """mDNS reaches only each side; a seed per side, and one seed that names the other."""
+    net = make_network(4, segments=2)
+    out = tmp_path / "out"
+    out.mkdir()
+    seed_a, seed_b = net.hosts[0], net.hosts[2]
+
+    def seeds_of(host):
+        return [seed_b.address] if host in (seed_a, seed_b) else [(seed_a, seed_b)[host.segment].address]
+
+    for peer in start_all(net, tmp_path, out, seeds_of):
+        assert peer.wait() == 0, peer.log
+    assert_consistent(records(out), net.addresses)
+
+
+def test_a_seed_name_with_several_addresses_is_every_one_of_them(make_network, tmp_path):
+    """The name's first address is a host that runs no daemon (a seed that is down): its
+    second one is asked all the same."""
+    net = make_network(4, multicast=False)
+    out = tmp_path / "out"
+    out.mkdir()
+    down, live = net.hosts[0], net.hosts[3]
+    for host in net.hosts:
+        host.write_hosts([f"{down.address} seeds", f"{live.address} seeds"])
+    resolved = net.hosts[1].run(["getent", "ahostsv4", "seeds"], capture_output=True, text=True).stdout.split()
+    assert resolved[0] == down.address and live.address in resolved
+    job = f"s-{secrets.token_hex(4)}"
+    argv = join_argv(3, job, out, options=[*FAST, "--peer", "seeds"])
+    for peer in [start_peer(argv, tmp_path, h.name, popen=h.popen) for h in net.hosts[1:]]:
+        assert peer.wait() == 0, peer.log
+    assert_consistent(records(out), net.addresses[1:])

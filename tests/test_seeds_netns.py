@@ -113,3 +113,22 @@ def test_a_seed_name_with_several_addresses_is_every_one_of_them(make_network, t
     for peer in [start_peer(argv, tmp_path, h.name, popen=h.popen) for h in net.hosts[1:]]:
         assert peer.wait() == 0, peer.log
     assert_consistent(records(out), net.addresses[1:])
+
+
+@pytest.mark.training
+def test_three_hosts_without_multicast_train_one_model_through_one_seed(make_network, tmp_path):
+    net = make_network(3, multicast=False)
+    job = f"s-{secrets.token_hex(4)}"
+    peers = []
+    for host in net.hosts:
+        argv = [
+            sys.executable, "-m", "rendezvous", "join", "--expect", "3", "--job", job, "--timeout", "60",
+            "--peer", net.hosts[0].address,
+            "--", "--threads", "1", "--epochs", "2", "--result-file", str(tmp_path / f"{host.index}.json"),
+        ]
+        peers.append(start_peer(argv, tmp_path, host.name, popen=host.popen))
+    for peer in peers:
+        assert peer.wait(timeout=400) == 0, peer.log
+    summaries = [json.loads((tmp_path / f"{h.index}.json").read_text()) for h in net.hosts]
+    assert [s["worker_index"] for s in summaries] == [0, 1, 2]
+    assert len({s["weights_sha256"] for s in summaries}) == 1  # one model, trained together

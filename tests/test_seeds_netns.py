@@ -132,3 +132,19 @@ def test_three_hosts_without_multicast_train_one_model_through_one_seed(make_net
     summaries = [json.loads((tmp_path / f"{h.index}.json").read_text()) for h in net.hosts]
     assert [s["worker_index"] for s in summaries] == [0, 1, 2]
     assert len({s["weights_sha256"] for s in summaries}) == 1  # one model, trained together
+
+
+@pytest.mark.parametrize("seeds", [False, True], ids=["mdns", "seed"])
+def test_ipv6_only_hosts_form_a_job_with_bracketed_tf_config(make_network, tmp_path, seeds):
+    """ULA addresses and no IPv4 on eth0: over mDNS on IPv6, or through a seed where
+    multicast does not pass."""
+    net = make_network(3, subnet="fd00:213::/64", multicast=not seeds)
+    out = tmp_path / "out"
+    out.mkdir()
+    peers = start_all(net, tmp_path, out, lambda host: [net.hosts[0].address] if seeds else [])
+    for peer in peers:
+        assert peer.wait() == 0, peer.log
+        assert "IPv6 default route" in peer.log, peer.log
+    recs = records(out)
+    assert_consistent(recs, net.addresses)
+    assert recs[0]["tf_config"]["cluster"]["worker"][0].startswith(f"[{net.hosts[0].address}]:")

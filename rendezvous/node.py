@@ -85,6 +85,7 @@ class Node:
         self._stopping_reported = False
         self._tasks: set[asyncio.Task] = set()
         self._hint: Optional[str] = None
+        self._other_family: set[str] = set()  # nodes of the job on the other IP family, named once
         self._res: Resources
         self._rendezvous_seconds: Optional[float] = None
         # The chief of the last round whose commands started: its --sync-dir is the real one.
@@ -270,6 +271,10 @@ class Node:
 
     def _on_discovery(self, event: DiscoveryEvent) -> None:
         if isinstance(event, Seen):
+            conflict = self.view.family_conflict(event.advert)
+            if conflict and event.advert.node_id not in self._other_family:
+                self._other_family.add(event.advert.node_id)
+                log.warning("%s", conflict)
             self._res.update_view(self.view.seen(event.advert))
         else:
             self._res.update_view(self.view.gone(event.node_id))

@@ -46,10 +46,11 @@ exit status:
 """
 
 JOIN_DESCRIPTION = f"""\
-Find the other peers of JOB on the local network (mDNS/DNS-SD), agree on one ordered
-member list (worker 0 = lowest address), and start COMMAND on every peer at the same
-moment with TF_CONFIG, RENDEZVOUS_RANK, RENDEZVOUS_WORLD_SIZE, RENDEZVOUS_JOB and
-RENDEZVOUS_COORDINATOR set. Run the same command on every node.
+Find the other peers of JOB on the local network (mDNS/DNS-SD) or through seeds
+(--peer, where multicast does not pass), agree on one ordered member list (worker 0 =
+lowest address), and start COMMAND on every peer at the same moment with TF_CONFIG,
+RENDEZVOUS_RANK, RENDEZVOUS_WORLD_SIZE, RENDEZVOUS_JOB and RENDEZVOUS_COORDINATOR set.
+Run the same command on every node.
 
 Without COMMAND the bundled MultiWorkerMirroredStrategy trainer runs
 (`python -m trainer`); a COMMAND that starts with '-' is passed to it as options,
@@ -196,8 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
         "peers",
         parents=[output],
         help="list the rendezvous nodes on the network, of every job",
-        description="Listen on the network for a few seconds and list every rendezvous node "
-                    "heard: node id, address, gRPC port, job, --expect and phase.",
+        description="Listen on the network for a few seconds (or ask seeds, --peer) and list "
+                    "every rendezvous node heard: node id, address, gRPC port, job, --expect and phase.",
     )
     peers.add_argument("--seconds", type=_seconds, default=3.0, metavar="SECONDS",
                        help="how long to listen (default: 3)")

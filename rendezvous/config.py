@@ -82,6 +82,8 @@ class Timings:
     gossip_interval: float = 1.0
     # ... and how long an advert whose node announces nothing newer is kept.
     advert_ttl: float = 10.0
+    # The coordinator tells its peers who has joined at most this often.
+    waiting_every: float = 0.1
     # Alone this long, a node says that multicast may be blocked and how to give seeds.
     lonely_hint: float = 10.0
 

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rendezvous.core.advert import Advert, Phase
-from rendezvous.core.adverts import AdvertStore, Record
+from rendezvous.core.adverts import AdvertStore, Gossip, Record
 from rendezvous.core.peer import Peer
 
 TTL = 10.0
@@ -107,3 +107,18 @@ def test_any_order_of_delivery_ends_with_each_nodes_highest_serial(items):
     best = {r.node_id: max(x.serial for x in records if x.node_id == r.node_id) for r in records}
     for result in (forward, backward):
         assert {r.node_id: r.serial for r in result.records()} == best
+
+
+def test_the_answer_to_an_exchange_holds_only_what_the_sender_lacks():
+    seed = store(Record(A, 3), Record(B, 5))
+    answer = seed.answer(Gossip(known={A.node_id: 3, B.node_id: 4}))
+    assert answer.records == (Record(B, 5),)
+    assert answer.known == {A.node_id: 3, B.node_id: 5}
+    assert seed.answer(Gossip()).records == (Record(A, 3), Record(B, 5))  # a first exchange: all
+    assert seed.answer(Gossip(known=seed.digest())).records == ()  # in step: nothing
+
+
+def test_goodbyes_are_in_the_digest_so_that_they_are_not_sent_back():
+    left = store(Record(A, 2, goodbye=True))
+    assert left.digest() == {A.node_id: 2}
+    assert left.newer_than({A.node_id: 1}) == [Record(A, 2, goodbye=True)]

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import logging
 import math
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Optional
 
 from ..config import Timings
 from ..core.advert import MAX_EXPECT, PROTOCOL_VERSION, InvalidAdvert, Phase, decode_advert, validate_job
-from ..core.adverts import Record
+from ..core.adverts import Gossip, Record
 from ..core.job import JobView, MemberView
 from ..core.manifest import FileEntry, Manifest, PreviousChief, SyncSummary
 from ..core.peer import Peer, parse_address
@@ -319,7 +319,7 @@ def sync_order_to_pb(state: Round) -> pb.SyncFrom:
     )
 
 
-def records_to_pb(records: Sequence[Record], sender: str) -> pb.Adverts:
+def gossip_to_pb(gossip: Gossip, sender: str) -> pb.Adverts:
     return pb.Adverts(
         header=header("", 0, sender),
         adverts=[
@@ -327,14 +327,15 @@ def records_to_pb(records: Sequence[Record], sender: str) -> pb.Adverts:
                 address=str(r.advert.peer.address), port=r.advert.peer.port, txt=r.advert.to_txt(),
                 serial=r.serial, goodbye=r.goodbye,
             )
-            for r in records
+            for r in gossip.records
         ],
+        known=gossip.known,
     )
 
 
-def records_from_pb(message: pb.Adverts) -> list[Record]:
-    """The valid records of an Exchange; the others are untrusted junk, logged and left out,
-    exactly like TXT records over mDNS."""
+def gossip_from_pb(message: pb.Adverts) -> Gossip:
+    """The valid records of an Exchange and its digest; invalid records are untrusted junk,
+    logged and left out, exactly like TXT records over mDNS."""
     records = []
     for m in message.adverts[:MAX_RECORDS]:
         try:
@@ -344,4 +345,5 @@ def records_from_pb(message: pb.Adverts) -> list[Record]:
             log.debug("ignoring an advert of %s: %s", m.address, exc)
             continue
         records.append(Record(advert, m.serial, m.goodbye))
-    return records
+    known = dict(list(message.known.items())[:MAX_RECORDS])
+    return Gossip(tuple(records), known)

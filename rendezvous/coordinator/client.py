@@ -23,7 +23,7 @@ from ..core.member import (
     SyncFrom,
     Waiting,
 )
-from ..core.adverts import Record
+from ..core.adverts import Gossip
 from ..core.job import JobView
 from ..core.peer import Peer
 from ..core.preflight import Fingerprint
@@ -212,11 +212,11 @@ def open_channel(endpoint: str) -> grpc.aio.Channel:
     return grpc.aio.insecure_channel(endpoint, options=_wire.channel_options(keepalive=None))
 
 
-async def exchange(channel: grpc.aio.Channel, records: Sequence[Record], sender: str, timeout: float) -> list[Record]:
-    """Push `records` to the node behind `channel`; what it knows. SessionLost if it does
-    not answer (or takes no part in unicast discovery)."""
+async def exchange(channel: grpc.aio.Channel, gossip: Gossip, sender: str, timeout: float) -> Gossip:
+    """Send `gossip` to the node behind `channel`; its answer. SessionLost if it does not
+    answer (or takes no part in unicast discovery)."""
     try:
-        response = await pb_grpc.RendezvousStub(channel).Exchange(_wire.records_to_pb(records, sender), timeout=timeout)
+        response = await pb_grpc.RendezvousStub(channel).Exchange(_wire.gossip_to_pb(gossip, sender), timeout=timeout)
     except grpc.aio.AioRpcError as exc:
         raise SessionLost(f"{exc.code().name} {exc.details()}") from None
-    return _wire.records_from_pb(response)
+    return _wire.gossip_from_pb(response)

@@ -30,6 +30,15 @@ class Record:
 
 
 @dataclass(frozen=True)
+class Gossip:
+    """One side of an exchange: records the other side may lack, and the digest of all the
+    sender knows (node id -> serial)."""
+
+    records: tuple[Record, ...] = ()
+    known: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Entry:
     record: Record
     heard: float  # when its serial last rose, by this node's clock
@@ -50,6 +59,10 @@ class AdvertStore:
 
     ttl: float
     entries: Mapping[str, Entry] = field(default_factory=dict)
+
+    def answer(self, gossip: Gossip) -> Gossip:
+        """What to send a node that sent `gossip` (merged already): what it lacks."""
+        return Gossip(tuple(self.newer_than(gossip.known)), self.digest())
 
     def merge(self, records: Iterable[Record], now: float) -> Changes:
         """Keep each record newer than what is known of its node; report what changed."""
@@ -76,6 +89,16 @@ class AdvertStore:
         kept = {k: e for k, e in self.entries.items() if k not in old}
         gone = tuple(k for k, e in old.items() if not e.record.goodbye)
         return Changes(replace(self, entries=kept), gone=gone)
+
+    def digest(self) -> dict[str, int]:
+        """The serial of every node known, goodbyes included: what this store has."""
+        return {k: e.record.serial for k, e in self.entries.items()}
+
+    def newer_than(self, known: Mapping[str, int]) -> list[Record]:
+        """What a store with digest `known` lacks: every record newer than its serial of
+        that node. Exchanges carry this rather than everything, so that a large job in
+        steady state exchanges little."""
+        return [e.record for k, e in self.entries.items() if e.record.serial > known.get(k, 0)]
 
     def records(self) -> list[Record]:
         """What to tell others: every record, goodbyes included so that they spread."""

@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 import logging
-from typing import Callable, Optional, Sequence, Union
+from typing import Callable, Optional, Union
 
 from ..core.advert import Advert
-from ..core.adverts import Record
+from ..core.adverts import Gossip
 from ..core.peer import IPAddress
 
 
@@ -55,9 +55,9 @@ class Discovery:
         """Say goodbye, so that peers drop this node at once, and stop listening."""
         raise NotImplementedError
 
-    def exchange(self, records: Sequence[Record]) -> Optional[Sequence[Record]]:
-        """Another node pushed the adverts it knows over gRPC (unicast discovery): what this
-        one knows in return, or None when this discovery does not gossip."""
+    def exchange(self, gossip: Gossip) -> Optional[Gossip]:
+        """Another node sent what it knows over gRPC (unicast discovery): what it lacks, or
+        None when this discovery does not gossip."""
         return None
 
 

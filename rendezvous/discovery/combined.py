@@ -12,7 +12,7 @@ from typing import Callable, Optional, Sequence
 
 from ..config import Timings
 from ..core.advert import Advert
-from ..core.adverts import Record
+from ..core.adverts import Gossip
 from ..core.peer import IPAddress
 from ..core.seeds import Seed
 from . import Discovery, DiscoveryEvent, DiscoveryFactory
@@ -34,8 +34,8 @@ class Combined(Discovery):
     async def close(self) -> None:
         await asyncio.gather(*(p.close() for p in self._parts))
 
-    def exchange(self, records: Sequence[Record]) -> Optional[Sequence[Record]]:
-        answers = [a for a in (p.exchange(records) for p in self._parts) if a is not None]
+    def exchange(self, gossip: Gossip) -> Optional[Gossip]:
+        answers = [a for a in (p.exchange(gossip) for p in self._parts) if a is not None]
         return answers[0] if answers else None
 
 

@@ -1,11 +1,13 @@
 """Discovery without multicast: adverts gossiped over the gRPC service every node runs.
 
-Every `gossip_interval` a node announces its advert with a higher serial and exchanges
-everything it knows (core.adverts) with each of its seeds and with a few peers it learned
-of: one Exchange call each way carries both directions. Seeds therefore need not know every
-node, only be connected through each other; a node learns the whole job on its first
-exchange with any seed that has heard of it. A node says goodbye with a last record, and
-a node that announces nothing newer for `advert_ttl` (killed, cut off) is dropped.
+Every `gossip_interval` a node exchanges what it knows (core.adverts) with each of its
+seeds and with a few peers it learned of: one Exchange call carries both directions, and
+after the first call with a node, only what the other side lacks. Seeds therefore need not
+know every node, only be connected through each other; a node learns the whole job on its
+first exchange with any seed that has heard of it. A node announces its advert with a
+higher serial when it changes and four times per `advert_ttl` to show it is alive; one that
+announces nothing newer for `advert_ttl` (killed, cut off) is dropped, and one that stops
+says goodbye with a last record.
 
 The seeds' names are resolved again at every exchange: a name with several addresses is
 several seeds, and the set may change while the job waits.
@@ -18,14 +20,14 @@ import logging
 import random
 import socket
 import time
-from typing import Callable, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 import grpc
 
 from ..config import Timings
 from ..coordinator import SessionLost, exchange, open_channel
 from ..core.advert import Advert
-from ..core.adverts import AdvertStore, Changes, Record
+from ..core.adverts import AdvertStore, Changes, Gossip, Record
 from ..core.peer import IPAddress
 from ..core.seeds import Seed
 from . import Discovery, DiscoveryEvent, Gone, Seen, deliver
@@ -57,6 +59,8 @@ class UnicastDiscovery(Discovery):
         self._timings = timings
         self._store = AdvertStore(timings.advert_ttl)
         self._serial = 0
+        self._announced = 0.0  # when, by the monotonic clock
+        self._digests: dict[str, Mapping[str, int]] = {}  # what each node had at the last exchange
         self._sender = advert.node_id if advert else "browser"
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._unresolved: set[Seed] = set()
@@ -89,10 +93,10 @@ class UnicastDiscovery(Discovery):
         channels, self._channels = self._channels, {}
         await asyncio.gather(*(c.close() for c in channels.values()), return_exceptions=True)
 
-    def exchange(self, records: Sequence[Record]) -> Sequence[Record]:
-        """A node pushed what it knows: keep what is newer, answer with everything."""
-        self._apply(self._store.merge(records, time.monotonic()))
-        return self._store.records()
+    def exchange(self, gossip: Gossip) -> Gossip:
+        """A node sent what it knows: keep what is newer, answer with what it lacks."""
+        self._apply(self._store.merge(gossip.records, time.monotonic()))
+        return self._store.answer(gossip)
 
     # -- gossip --------------------------------------------------------------------------
 
@@ -100,7 +104,8 @@ class UnicastDiscovery(Discovery):
         """This node's advert with a higher serial: newer than all before, and alive."""
         if self._advert is not None:
             self._serial += 1
-            self._store = self._store.merge([Record(self._advert, self._serial)], time.monotonic()).store
+            self._announced = time.monotonic()
+            self._store = self._store.merge([Record(self._advert, self._serial)], self._announced).store
 
     async def _gossip(self) -> None:
         while True:
@@ -112,7 +117,8 @@ class UnicastDiscovery(Discovery):
                 await asyncio.wait({wake}, timeout=self._timings.gossip_interval)
             finally:
                 wake.cancel()
-            self._announce()
+            if time.monotonic() - self._announced >= self._timings.advert_ttl / 4:
+                self._announce()
 
     async def _exchange_all(self) -> None:
         endpoints = await self._targets()
@@ -146,12 +152,16 @@ class UnicastDiscovery(Discovery):
         channel = self._channels.get(endpoint)
         if channel is None:
             channel = self._channels[endpoint] = open_channel(endpoint)
+        theirs = self._digests.get(endpoint, {})
+        gossip = Gossip(tuple(self._store.newer_than(theirs)), self._store.digest())
         try:
-            known = await exchange(channel, self._store.records(), self._sender, self._timings.gossip_interval)
+            answer = await exchange(channel, gossip, self._sender, self._timings.gossip_interval)
         except SessionLost as exc:
             log.debug("exchange with %s failed: %s", endpoint, exc)
+            self._digests.pop(endpoint, None)  # it may come back with nothing: tell it all
             return
-        self._apply(self._store.merge(known, time.monotonic()))
+        self._digests[endpoint] = answer.known
+        self._apply(self._store.merge(answer.records, time.monotonic()))
 
     def _apply(self, changes: Changes) -> None:
         self._store = changes.store

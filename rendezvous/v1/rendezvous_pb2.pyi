@@ -436,12 +436,21 @@ class FileChunk(_message.Message):
     def __init__(self, path: _Optional[str] = ..., offset: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class Adverts(_message.Message):
-    __slots__ = ("header", "adverts")
+    __slots__ = ("header", "adverts", "known")
+    class KnownEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     HEADER_FIELD_NUMBER: _ClassVar[int]
     ADVERTS_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_FIELD_NUMBER: _ClassVar[int]
     header: Header
     adverts: _containers.RepeatedCompositeFieldContainer[AdvertRecord]
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., adverts: _Optional[_Iterable[_Union[AdvertRecord, _Mapping]]] = ...) -> None: ...
+    known: _containers.ScalarMap[str, int]
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., adverts: _Optional[_Iterable[_Union[AdvertRecord, _Mapping]]] = ..., known: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class AdvertRecord(_message.Message):
     __slots__ = ("address", "port", "txt", "serial", "goodbye")

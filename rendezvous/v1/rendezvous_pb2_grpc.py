@@ -103,8 +103,8 @@ class RendezvousServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Exchange(self, request, context):
-        """Unicast discovery, where multicast does not pass: a node sends the adverts it knows
-        (its own first) and gets back every advert this node knows, of every job.
+        """Unicast discovery, where multicast does not pass: a node sends the adverts this node
+        may lack and gets back those it lacks itself, of every job.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

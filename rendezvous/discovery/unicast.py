@@ -70,7 +70,13 @@ class UnicastDiscovery(Discovery):
     # -- Discovery ---------------------------------------------------------------------
 
     async def start(self) -> None:
+        """Announce to the seeds and learn what they know before the node picks whom to
+        join (a first guess of itself would cost a redirect), then gossip on."""
         self._announce()
+        try:
+            await asyncio.wait_for(self._exchange_all(), self._timings.gossip_interval)
+        except asyncio.TimeoutError:
+            log.debug("no seed answered within %ss", self._timings.gossip_interval)
         self._task = asyncio.create_task(self._gossip(), name="discovery-gossip")
 
     async def update(self, advert: Advert) -> None:
@@ -84,8 +90,7 @@ class UnicastDiscovery(Discovery):
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         if self._advert is not None:
-            self._serial += 1
-            self._store = self._store.merge([Record(self._advert, self._serial, goodbye=True)], time.monotonic()).store
+            self._announce(goodbye=True)
             try:
                 await asyncio.wait_for(self._exchange_all(), self._timings.goodbye_timeout)
             except asyncio.TimeoutError:
@@ -100,25 +105,27 @@ class UnicastDiscovery(Discovery):
 
     # -- gossip --------------------------------------------------------------------------
 
-    def _announce(self) -> None:
-        """This node's advert with a higher serial: newer than all before, and alive."""
+    def _announce(self, goodbye: bool = False) -> None:
+        """This node's advert with a higher serial: newer than all before, and alive (or,
+        the last time, gone)."""
         if self._advert is not None:
             self._serial += 1
             self._announced = time.monotonic()
-            self._store = self._store.merge([Record(self._advert, self._serial)], self._announced).store
+            record = Record(self._advert, self._serial, goodbye)
+            self._store = self._store.merge([record], self._announced).store
 
     async def _gossip(self) -> None:
         while True:
-            self._wake.clear()
-            await self._exchange_all()
-            self._apply(self._store.expire(time.monotonic()))
             wake = asyncio.ensure_future(self._wake.wait())
             try:
                 await asyncio.wait({wake}, timeout=self._timings.gossip_interval)
             finally:
                 wake.cancel()
+            self._wake.clear()
             if time.monotonic() - self._announced >= self._timings.advert_ttl / 4:
                 self._announce()
+            await self._exchange_all()
+            self._apply(self._store.expire(time.monotonic()))
 
     async def _exchange_all(self) -> None:
         endpoints = await self._targets()
@@ -130,7 +137,7 @@ class UnicastDiscovery(Discovery):
         mine = self._advert.peer.endpoint if self._advert else None
         learned = sorted(
             a.peer.endpoint for a in self._store.adverts()
-            if a.peer.address.version == self._address.version and a.peer.endpoint not in seeds
+            if a.peer.address.version == self._address.version and a.peer.endpoint not in seeds | {mine}
         )
         chosen = seeds | set(random.sample(learned, min(FANOUT, len(learned))))
         return sorted(chosen - {mine})

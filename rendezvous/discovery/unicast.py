@@ -65,6 +65,7 @@ class UnicastDiscovery(Discovery):
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._unresolved: set[Seed] = set()
         self._wake = asyncio.Event()
+        self._changed = False  # whether an advert came, changed or went since the flag was cleared
         self._task: Optional[asyncio.Task] = None
 
     # -- Discovery ---------------------------------------------------------------------
@@ -115,17 +116,24 @@ class UnicastDiscovery(Discovery):
             self._store = self._store.merge([record], self._announced).store
 
     async def _gossip(self) -> None:
+        """Exchange every `gossip_interval` while adverts change; while none does, twice as
+        seldom each time, up to a quarter of `advert_ttl`: a seed of a large job that waits
+        would otherwise answer N calls every interval for as long as the job waits."""
+        interval = self._timings.gossip_interval
         while True:
             wake = asyncio.ensure_future(self._wake.wait())
             try:
-                await asyncio.wait({wake}, timeout=self._timings.gossip_interval)
+                await asyncio.wait({wake}, timeout=interval)
             finally:
                 wake.cancel()
             self._wake.clear()
             if time.monotonic() - self._announced >= self._timings.advert_ttl / 4:
                 self._announce()
+            self._changed = False
             await self._exchange_all()
             self._apply(self._store.expire(time.monotonic()))
+            slowest = max(self._timings.gossip_interval, self._timings.advert_ttl / 4)
+            interval = self._timings.gossip_interval if self._changed else min(2 * interval, slowest)
 
     async def _exchange_all(self) -> None:
         endpoints = await self._targets()
@@ -175,5 +183,6 @@ class UnicastDiscovery(Discovery):
         me = self._advert.node_id if self._advert else None
         events: list[DiscoveryEvent] = [Gone(n) for n in changes.gone if n != me]
         events += [Seen(a) for a in changes.seen if a.node_id != me]
+        self._changed = self._changed or bool(events)
         for event in events:
             deliver(self._on_event, event)

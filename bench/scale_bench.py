@@ -22,7 +22,6 @@ import os
 import resource
 import secrets
 import statistics
-import subprocess
 import sys
 import tempfile
 import time

@@ -10,13 +10,14 @@ from hypothesis import strategies as st
 from rendezvous.core.advert import Advert, Phase
 from rendezvous.core.adverts import AdvertStore, Gossip, Record
 from rendezvous.core.peer import Peer
+from rendezvous.core.size import Size
 
 TTL = 10.0
 
 
 def advert(n: int, phase: Phase = Phase.WAITING) -> Advert:
     peer = Peer(node_id=f"{n:08x}", address=ipaddress.ip_address(f"10.0.0.{n}"), port=29630, tf_port=9000)
-    return Advert(peer=peer, job="job", expect=3, phase=phase)
+    return Advert(peer=peer, job="job", expect=Size.fixed(3), phase=phase)
 
 
 A, B = advert(1), advert(2)

@@ -63,6 +63,7 @@ class UnicastDiscovery(Discovery):
         self._digests: dict[str, Mapping[str, int]] = {}  # what each node had at the last exchange
         self._sender = advert.node_id if advert else "browser"
         self._channels: dict[str, grpc.aio.Channel] = {}
+        self._seed_endpoints: set[str] = set()  # as last resolved
         self._unresolved: set[Seed] = set()
         self._wake = asyncio.Event()
         self._changed = False  # whether an advert came, changed or went since the flag was cleared
@@ -132,6 +133,7 @@ class UnicastDiscovery(Discovery):
             self._changed = False
             await self._exchange_all()
             self._apply(self._store.expire(time.monotonic()))
+            await self._forget_gone()
             slowest = max(self._timings.gossip_interval, self._timings.advert_ttl / 4)
             interval = self._timings.gossip_interval if self._changed else min(2 * interval, slowest)
 
@@ -142,6 +144,7 @@ class UnicastDiscovery(Discovery):
     async def _targets(self) -> list[str]:
         """Every seed's every address, and FANOUT peers learned of; never this node."""
         seeds = {e for s in await asyncio.gather(*map(self._resolve, self._seeds)) for e in s}
+        self._seed_endpoints = seeds
         mine = self._advert.peer.endpoint if self._advert else None
         learned = sorted(
             a.peer.endpoint for a in self._store.adverts()
@@ -149,6 +152,14 @@ class UnicastDiscovery(Discovery):
         )
         chosen = seeds | set(random.sample(learned, min(FANOUT, len(learned))))
         return sorted(chosen - {mine})
+
+    async def _forget_gone(self) -> None:
+        """Close the channels of nodes no longer known, and forget what they had."""
+        known = self._seed_endpoints | {a.peer.endpoint for a in self._store.adverts()}
+        gone = [e for e in self._channels if e not in known]
+        for endpoint in gone:
+            self._digests.pop(endpoint, None)
+            await self._channels.pop(endpoint).close()
 
     async def _resolve(self, seed: Seed) -> list[str]:
         """The endpoints of a seed's addresses of this node's family."""

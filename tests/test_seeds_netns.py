@@ -31,12 +31,12 @@ def start_all(net, tmp_path, out, seeds_of, expect=None, options=()):
     return peers
 
 
-@pytest.mark.parametrize("n_hosts", [3, 8])
-def test_without_multicast_hosts_that_name_one_seed_form_the_job(make_network, tmp_path, n_hosts):
+@pytest.mark.parametrize("n_hosts, mode", [(3, "both"), (8, "unicast")])
+def test_without_multicast_hosts_that_name_one_seed_form_the_job(make_network, tmp_path, n_hosts, mode):
     net = make_network(n_hosts, multicast=False)
     out = tmp_path / "out"
     out.mkdir()
-    peers = start_all(net, tmp_path, out, lambda host: [net.hosts[0].address])
+    peers = start_all(net, tmp_path, out, lambda host: [net.hosts[0].address], options=["--discovery", mode])
     for peer in peers:
         assert peer.wait() == 0, peer.log
     assert_consistent(records(out), net.addresses)

@@ -21,7 +21,9 @@ Rules, in order:
 3. Both given: accepted only when the address is on that interface.
 4. Neither: the interface that carries the IPv4 default route (lowest metric
    wins), unless it is loopback or has an excluded name (see
-   :data:`EXCLUDED_PREFIXES`); otherwise the first non-excluded, non-loopback
+   :data:`EXCLUDED_PREFIXES`); else, when that gives no usable IPv4 address, the
+   interface of the IPv6 default route if it has a global or ULA IPv6 address
+   (an IPv6-only host); otherwise the first non-excluded, non-loopback
    interface with a usable IPv4 address (see :func:`is_usable_ipv4`).
    If nothing is usable, :class:`AddressError` lists every candidate and why
    it was not taken.
@@ -32,7 +34,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence, Union
+from typing import Callable, Iterable, Mapping, Sequence, Union
 
 from rendezvous.errors import AddressError
 
@@ -42,7 +44,9 @@ IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 IPInterface = Union[ipaddress.IPv4Interface, ipaddress.IPv6Interface]
 
 ROUTE_FILE = "/proc/net/route"
+IPV6_ROUTE_FILE = "/proc/net/ipv6_route"
 RTF_UP = 0x0001
+RTF_REJECT = 0x0200  # an unreachable route, such as the IPv6 default one on lo
 
 #: Interface name prefixes never picked automatically (they are still accepted
 #: with --interface or --address). They are the plumbing of containers,
@@ -93,17 +97,17 @@ class AddressChoice:
 
 @dataclass(frozen=True)
 class Route:
-    """One row of the IPv4 route table (``/proc/net/route``)."""
+    """One row of the IPv4 route table (``/proc/net/route``) or the IPv6 one."""
 
     interface: str
-    destination: ipaddress.IPv4Network
-    gateway: ipaddress.IPv4Address = ipaddress.IPv4Address(0)
+    destination: Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
+    gateway: IPAddress = ipaddress.IPv4Address(0)
     metric: int = 0
     flags: int = RTF_UP
 
     @property
     def is_default(self) -> bool:
-        return self.destination.prefixlen == 0 and bool(self.flags & RTF_UP)
+        return self.destination.prefixlen == 0 and self.flags & (RTF_UP | RTF_REJECT) == RTF_UP
 
 
 # --------------------------------------------------------------------------
@@ -206,14 +210,35 @@ def parse_routes(text: str) -> list[Route]:
     return routes
 
 
+def parse_ipv6_routes(text: str) -> list[Route]:
+    """Parse the text of ``/proc/net/ipv6_route``: destination, its prefix length, source,
+    its prefix length, next hop, metric, refcount, use, flags, interface (hex, no header)."""
+    routes: list[Route] = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) != 10:
+            continue
+        try:
+            dest = ipaddress.IPv6Address(int(fields[0], 16))
+            network = ipaddress.IPv6Network(f"{dest}/{int(fields[1], 16)}", strict=False)
+            gateway = ipaddress.IPv6Address(int(fields[4], 16))
+            metric, flags = int(fields[5], 16), int(fields[8], 16)
+        except ValueError:
+            continue
+        routes.append(Route(fields[9], network, gateway, metric, flags))
+    return routes
+
+
 def _hex_ipv4(value: str) -> ipaddress.IPv4Address:
     return ipaddress.IPv4Address(int(value, 16).to_bytes(4, "little"))
 
 
-def default_route(routes: Sequence[Route]) -> Route | None:
-    """The IPv4 default route with the lowest metric (the first one on a tie)."""
+def default_route(routes: Sequence[Route], version: int = 4) -> Route | None:
+    """The default route of IP `version` with the lowest metric (the first one on a tie)."""
     best: Route | None = None
     for route in routes:
+        if route.destination.version != version:
+            continue
         if route.is_default and (best is None or route.metric < best.metric):
             best = route
     return best
@@ -332,6 +357,26 @@ def _exclusion(name: str, ips: Sequence[IPInterface]) -> str | None:
     return None
 
 
+def is_usable_ipv6(ip: IPAddress) -> bool:
+    """A global or unique local (fc00::/7) IPv6 address: not link-local, loopback or multicast."""
+    return (
+        isinstance(ip, ipaddress.IPv6Address)
+        and (ip.is_global or ip in ipaddress.IPv6Network("fc00::/7"))
+        and not (ip.is_link_local or ip.is_loopback or ip.is_multicast)
+    )
+
+
+def _ipv6_default(table: Mapping[str, Sequence[IPInterface]], route: Route | None) -> AddressChoice | None:
+    """An IPv6-only host: the first usable IPv6 address of the IPv6 default route's interface."""
+    if route is None or route.interface not in table or _exclusion(route.interface, table[route.interface]):
+        return None
+    usable = [i.ip for i in table[route.interface] if is_usable_ipv6(i.ip)]
+    if not usable:
+        return None
+    reason = f"interface {route.interface} carries the IPv6 default route (no usable IPv4 one)"
+    return AddressChoice(usable[0], route.interface, reason)
+
+
 def _automatic(table: Mapping[str, Sequence[IPInterface]], routes: Sequence[Route]) -> AddressChoice:
     notes: list[str] = []
     route = default_route(routes)
@@ -351,6 +396,9 @@ def _automatic(table: Mapping[str, Sequence[IPInterface]], routes: Sequence[Rout
                 f"the default route is on {route.interface}, which has no private or global IPv4 address"
             )
 
+    ipv6 = _ipv6_default(table, default_route(routes, 6))
+    if ipv6 is not None:
+        return ipv6
     rejected: list[str] = []
     for name, ips in table.items():
         why = _exclusion(name, ips)
@@ -399,11 +447,11 @@ def read_adapters() -> dict[str, list[IPInterface]]:
     return table
 
 
-def read_routes(path: str = ROUTE_FILE) -> list[Route]:
-    """The IPv4 route table; empty when it cannot be read (not Linux)."""
+def read_routes(path: str = ROUTE_FILE, parse: Callable[[str], list[Route]] = parse_routes) -> list[Route]:
+    """A route table (IPv4 by default); empty when it cannot be read (not Linux)."""
     try:
         with open(path, encoding="ascii", errors="replace") as f:
-            return parse_routes(f.read())
+            return parse(f.read())
     except OSError as e:
         log.debug("cannot read %s: %s", path, e)
         return []
@@ -412,7 +460,8 @@ def read_routes(path: str = ROUTE_FILE) -> list[Route]:
 def choose_address(address: str | None = None, interface: str | None = None) -> AddressChoice:
     """Choose the address to advertise on this machine; see :func:`select_address`."""
     adapters = read_adapters()
-    routes = read_routes() if address is None and interface is None else []
+    automatic = address is None and interface is None
+    routes = read_routes() + read_routes(IPV6_ROUTE_FILE, parse_ipv6_routes) if automatic else []
     choice = select_address(adapters, routes, address, interface)
     log.debug("advertised address %s: %s", choice.address, choice.reason)
     return choice

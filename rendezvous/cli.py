@@ -15,6 +15,7 @@ from typing import Callable, Optional, Sequence
 
 from . import __version__
 from .config import BY_NAME, LOG_OPTIONS, OPTIONS, Kind, LogConfig, Option, check_option, parse_seconds
+from .core.seeds import parse_seed
 from .errors import (
     AddressError,
     ConfigError,
@@ -45,10 +46,11 @@ exit status:
 """
 
 JOIN_DESCRIPTION = f"""\
-Find the other peers of JOB on the local network (mDNS/DNS-SD), agree on one ordered
-member list (worker 0 = lowest address), and start COMMAND on every peer at the same
-moment with TF_CONFIG, RENDEZVOUS_RANK, RENDEZVOUS_WORLD_SIZE, RENDEZVOUS_JOB and
-RENDEZVOUS_COORDINATOR set. Run the same command on every node.
+Find the other peers of JOB on the local network (mDNS/DNS-SD) or through seeds
+(--peer, where multicast does not pass), agree on one ordered member list (worker 0 =
+lowest address), and start COMMAND on every peer at the same moment with TF_CONFIG,
+RENDEZVOUS_RANK, RENDEZVOUS_WORLD_SIZE, RENDEZVOUS_JOB and RENDEZVOUS_COORDINATOR set.
+Run the same command on every node.
 
 Without COMMAND the bundled MultiWorkerMirroredStrategy trainer runs
 (`python -m trainer`); a COMMAND that starts with '-' is passed to it as options,
@@ -124,6 +126,13 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _seeds(text: str) -> list[str]:
+    try:
+        return [str(parse_seed(t)) for t in text.split(",") if t.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _add_option(group: argparse._ArgumentGroup, option: Option) -> None:
     """One option of the table as a flag. Its default is None, meaning "not given": the
     environment or the config file may set it."""
@@ -188,14 +197,18 @@ def build_parser() -> argparse.ArgumentParser:
         "peers",
         parents=[output],
         help="list the rendezvous nodes on the network, of every job",
-        description="Listen on the network for a few seconds and list every rendezvous node "
-                    "heard: node id, address, gRPC port, job, --expect and phase.",
+        description="Listen on the network for a few seconds (or ask seeds, --peer) and list "
+                    "every rendezvous node heard: node id, address, gRPC port, job, --expect and phase.",
     )
     peers.add_argument("--seconds", type=_seconds, default=3.0, metavar="SECONDS",
                        help="how long to listen (default: 3)")
     peers.add_argument("--job", metavar="NAME", help="only the nodes of this job")
     peers.add_argument("--json", action="store_true", help="a JSON list, for scripts")
-    _add_address_options(peers.add_argument_group("network"))
+    network = peers.add_argument_group("network")
+    _add_address_options(network)
+    network.add_argument("--peer", dest="peers", action="extend", type=_seeds, default=[], metavar="HOST[:PORT]",
+                         help="ask this node (a seed) instead of listening for multicast: it lists every "
+                              "node it knows of; repeat it, or give a name with several addresses")
 
     status = commands.add_parser(
         "status",
@@ -280,7 +293,7 @@ def _look(args: argparse.Namespace) -> int:
     setup_logging(log_config)
     try:
         if args.subcommand == "peers":
-            print(list_peers(args.seconds, args.address, args.interface, args.job, args.json))
+            print(list_peers(args.seconds, args.address, args.interface, args.job, args.json, args.peers))
             return 0
         if args.job is not None and not args.local:
             show_job(args.job, args.address, args.interface, args.timeout, args.json, args.watch)

@@ -24,6 +24,7 @@ from .core import numbers
 from .core.advert import MAX_EXPECT, validate_job
 from .core.preflight import ALLOWABLE, ALWAYS_FATAL
 from .core.round import Policy
+from .core.seeds import DEFAULT_PORT, parse_seed
 from .core.size import Size
 from .errors import ConfigError
 
@@ -77,6 +78,14 @@ class Timings:
     # How long a new Join stream may take to send its join (and prove the token): a
     # connection that says nothing is closed instead of held.
     handshake: float = 5.0
+    # Unicast discovery: how often a node exchanges adverts with its seeds and a few peers ...
+    gossip_interval: float = 1.0
+    # ... and how long an advert whose node announces nothing newer is kept.
+    advert_ttl: float = 10.0
+    # The coordinator tells its peers who has joined at most this often.
+    waiting_every: float = 0.1
+    # Alone this long, a node says that multicast may be blocked and how to give seeds.
+    lonely_hint: float = 10.0
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -152,7 +161,7 @@ def _interface_problem(value: object) -> Optional[str]:
 
 
 def _port_problem(value: object) -> Optional[str]:
-    if _is_whole(value) and 0 <= value <= 65535:  # type: ignore[operator]
+    if value is None or (_is_whole(value) and 0 <= value <= 65535):  # type: ignore[operator]
         return None
     return f"must be from 0 (any free port) to 65535, got {value!r}"
 
@@ -161,6 +170,26 @@ def _metrics_port_problem(value: object) -> Optional[str]:
     if value is None or (_is_whole(value) and 1 <= value <= 65535):  # type: ignore[operator]
         return None
     return f"must be a port from 1 to 65535, got {value!r}"
+
+
+def _peers_problem(value: object) -> Optional[str]:
+    if not isinstance(value, (tuple, list)) or not all(isinstance(t, str) for t in value):
+        return f"must be a list of HOST[:PORT], got {value!r}"
+    for text in value:
+        try:
+            parse_seed(text)
+        except ValueError as exc:
+            return f"must be HOST[:PORT] (a name or address, and a port from 1 to 65535): {exc}"
+    return None
+
+
+DISCOVERY_MODES = ("mdns", "unicast", "both")
+
+
+def _discovery_problem(value: object) -> Optional[str]:
+    if value is None or value in DISCOVERY_MODES:
+        return None
+    return f"must be one of {', '.join(DISCOVERY_MODES)}, got {value!r}"
 
 
 def _timeout_problem(value: object) -> Optional[str]:
@@ -354,11 +383,12 @@ class Option:
     group: str  # job, network, launch, output or configuration: its place in --help
     metavar: Optional[str] = None
     short: Optional[str] = None
+    long: Optional[str] = None  # a flag given once per value reads better singular: --peer
 
     @property
     def flag(self) -> str:
         """The command-line spelling: tf_port -> --tf-port."""
-        return option_name(self.name)
+        return self.long or option_name(self.name)
 
 
 def option_name(name: str) -> str:
@@ -390,8 +420,17 @@ OPTIONS: tuple[Option, ...] = (
                 "interface that carries the default route)"),
     Option("interface", Kind.TEXT, _interface_problem, None, group="network", metavar="NAME",
            help="advertise and listen on the address of this interface, e.g. eth0"),
-    Option("port", Kind.WHOLE, _port_problem, 0, group="network", metavar="PORT",
-           help="port of this node's rendezvous gRPC server (default: any free port)"),
+    Option("port", Kind.WHOLE, _port_problem, None, group="network", metavar="PORT",
+           help=f"port of this node's rendezvous gRPC server; 0: any free port (default: "
+                f"{DEFAULT_PORT}, or any free port when another daemon of this host has it)"),
+    Option("peers", Kind.LIST, _peers_problem, (), group="network", metavar="HOST[:PORT]", long="--peer",
+           help="where multicast does not pass: a node to exchange adverts with (a seed); "
+                "repeat it, or give a name that resolves to several addresses. Seeds need not "
+                "list every node, only reach them through each other (default port: "
+                f"{DEFAULT_PORT})"),
+    Option("discovery", Kind.TEXT, _discovery_problem, None, group="network", metavar="MODE",
+           help="how peers are found: mdns (multicast on the local link), unicast (through "
+                "--peer seeds) or both (default: both with --peer, else mdns)"),
     Option("tf_port", Kind.WHOLE, _port_problem, 0, group="network", metavar="PORT",
            help="port for this node's TensorFlow worker (default: a free port, checked on "
                 "all interfaces as TensorFlow listens on all of them)"),
@@ -460,7 +499,12 @@ def check_option(name: str, value: object, label: Optional[str] = None) -> None:
     """Raise ConfigError naming `label` (the option by default) and the value if it is bad."""
     problem = BY_NAME[name].check(value)
     if problem is not None:
-        raise ConfigError(f"{label or _LABELS.get(name) or option_name(name)} {problem}")
+        raise ConfigError(f"{label or _LABELS.get(name) or BY_NAME[name].flag} {problem}")
+
+
+def discovery_mode(config: "JoinConfig") -> str:  # type: ignore[name-defined]
+    """--discovery, or what it means when not given: both with seeds, else mdns."""
+    return config.discovery or ("both" if config.peers else "mdns")
 
 
 def _check_ports(port: object, tf_port: object) -> None:

@@ -19,9 +19,9 @@ import secrets
 import signal
 import time
 from dataclasses import replace
-from typing import Awaitable, Callable, Optional, TypeVar, Union
+from typing import Any, Awaitable, Callable, Coroutine, Optional, TypeVar, Union
 
-from .config import JoinConfig
+from .config import JoinConfig, discovery_mode
 from .coordinator import JoinSession
 from .core.advert import Phase
 from .core.manifest import PreviousChief
@@ -29,8 +29,9 @@ from .core.status import NodeStatus
 from .core.tf_config import Membership
 from .core.view import PeerView
 from .core.member import RoundEnd, is_last_round
+from .core.seeds import lonely_hint, parse_seeds
 from .discovery import DiscoveryEvent, DiscoveryFactory, Seen
-from .discovery.mdns import MdnsDiscovery
+from .discovery.combined import discovery_factory
 from .errors import JobFailed, RendezvousTimeout
 from .fingerprint import take_fingerprint
 from .joining import Joiner
@@ -63,14 +64,16 @@ class Node:
         config: JoinConfig,
         node_id: Optional[str] = None,
         reporter: Optional[Reporter] = None,
-        discovery: DiscoveryFactory = MdnsDiscovery,
+        discovery: Optional[DiscoveryFactory] = None,
         connect: SessionFactory = JoinSession,
         launcher: Callable[[], Launcher] = Launcher,
     ) -> None:
         self.config = config
         self.node_id = node_id or new_node_id()
         self.reporter = reporter or Reporter()
-        self._make_discovery = discovery
+        self._make_discovery = discovery or discovery_factory(
+            discovery_mode(config), parse_seeds(config.peers), config.timings
+        )
         self._connect = connect
         self._make_launcher = launcher
         self.launcher = launcher()
@@ -81,6 +84,8 @@ class Node:
         self._stop_signal: Optional[int] = None
         self._stopping_reported = False
         self._tasks: set[asyncio.Task] = set()
+        self._hint: Optional[str] = None
+        self._other_family: set[str] = set()  # nodes of the job on the other IP family, named once
         self._res: Resources
         self._rendezvous_seconds: Optional[float] = None
         # The chief of the last round whose commands started: its --sync-dir is the real one.
@@ -112,6 +117,7 @@ class Node:
             gpus={a.node_id: a.gpus for a in self.view.adverts if a.gpus},
             progress=self._joiner.progress if self._joiner else None,
             rendezvous_seconds=self._rendezvous_seconds,
+            hint=self._hint if self._phase is Phase.WAITING and not self.view.others else None,
         )
 
     def _enter(self, phase: Phase, membership: Optional[Membership] = None) -> None:
@@ -136,6 +142,7 @@ class Node:
             try:
                 metrics = start_metrics(self.config.metrics_port, str(self._res.me.address), self.status)
                 await self._res.start(self.config)
+                self._spawn(self._hint_when_alone(), "lonely-hint")
                 self.reporter.ready()
                 self.reporter.update(self.status())
                 self._previous_chief = self._res.sync.load_chief() if self._res.sync else None
@@ -257,13 +264,17 @@ class Node:
         raise RendezvousTimeout(
             f"no rendezvous within --timeout {timeout:g}s: {self.view.missing_summary()}. "
             "Check that every node runs the same --job and --expect and that multicast "
-            "(UDP 5353) passes between them"
+            "(UDP 5353) passes between them, or give seeds with --peer"
         )
 
     # -- discovery -----------------------------------------------------------------
 
     def _on_discovery(self, event: DiscoveryEvent) -> None:
         if isinstance(event, Seen):
+            conflict = self.view.family_conflict(event.advert)
+            if conflict and event.advert.node_id not in self._other_family:
+                self._other_family.add(event.advert.node_id)
+                log.warning("%s", conflict)
             self._res.update_view(self.view.seen(event.advert))
         else:
             self._res.update_view(self.view.gone(event.node_id))
@@ -273,9 +284,25 @@ class Node:
         round = round or (self._membership.round if self._membership else self.view.me.round)
         advert = replace(self.view.me.with_phase(phase, coordinator), round=round)
         self._res.view = self.view.with_me(advert)
-        task = asyncio.create_task(self._update_advert(advert), name=f"advertise-{phase.value}")
+        self._spawn(self._update_advert(advert), f"advertise-{phase.value}")
+
+    def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
+        """A task of this node, cancelled at shutdown."""
+        task = asyncio.create_task(work, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    async def _hint_when_alone(self) -> None:
+        """Nobody seen for a while: say why that may be, once, in the log and the progress."""
+        seconds = self.config.timings.lonely_hint
+        await asyncio.sleep(seconds)
+        if self.view.others or self._phase is not Phase.WAITING:
+            return
+        mode = discovery_mode(self.config)
+        seeds = parse_seeds(self.config.peers) if mode != "mdns" else ()
+        self._hint = lonely_hint(seconds, seeds, multicast=mode != "unicast")
+        log.warning("%s", self._hint)
+        self.reporter.update(self.status())
 
     async def _update_advert(self, advert) -> None:
         await asyncio.sleep(self.config.timings.advertise_delay)

@@ -29,8 +29,9 @@ from .coordinator import CoordinatorService, JoinSession, bind_server, serve
 from .coordinator.transfer import FileSource
 from .core.advert import Advert
 from .core.auth import Keys
-from .core.peer import Peer
+from .core.peer import IPAddress, Peer
 from .core.preflight import Fingerprint, Mismatch
+from .core.seeds import DEFAULT_PORT
 from .core.round import Policy
 from .core.size import Size
 from .core.status import NodeStatus
@@ -111,7 +112,7 @@ class Resources:
             ("remove the runtime file", lambda: runtime.unregister(self.registration)),
             ("stop the health service", self.health.enter_graceful_shutdown),
             ("stop the gRPC server", lambda: self.server.stop(grace=0.5)),
-            ("say goodbye over mDNS", self.discovery.close),
+            ("say goodbye", self.discovery.close),
         )
 
 
@@ -138,9 +139,8 @@ def bind_resources(
     log.info("node %s uses %s: %s", node_id, address, choice.reason)
     check_command(config.command)
     reservation = PortReservation(config.tf_port, ipv6=address.version == 6)
-    host = f"[{address}]" if address.version == 6 else str(address)
     try:
-        server, port = bind_server(host, config.port, config.timings.keepalive)
+        server, port = _bind(address, config)
     except OSError as exc:
         reservation.release()
         raise AddressError(f"--port {config.port}: {exc}") from None
@@ -160,12 +160,27 @@ def bind_resources(
     sync = SyncDir(Path(config.sync_dir), config.sync_max_bytes) if config.sync_dir else None
     service.files = FileSource(sync) if sync else None
     discovery = make_discovery(address, view.me, on_discovery)
+    service.exchange = discovery.exchange
     resources = Resources(
         me, view, reservation, server, health.aio.HealthServicer(), service, discovery, on_view, policy,
         fingerprint, sync, keys,
     )
     resources.confirmer = Confirmer(resources, config.timings.resolve_timeout, config.timings.suspect_after)
     return resources
+
+
+def _bind(address: IPAddress, config: JoinConfig) -> tuple[grpc.aio.Server, int]:
+    """The gRPC server on --port; without one on DEFAULT_PORT, where seeds are asked, or on
+    any free port when another daemon of this host (another job) holds that one."""
+    host = f"[{address}]" if address.version == 6 else str(address)
+    if config.port is not None:
+        return bind_server(host, config.port, config.timings.keepalive)
+    try:
+        return bind_server(host, DEFAULT_PORT, config.timings.keepalive)
+    except OSError as exc:
+        log.warning("port %d is taken (%s): listening on a free port instead; seeds naming this "
+                    "host must give it", DEFAULT_PORT, exc)
+        return bind_server(host, 0, config.timings.keepalive)
 
 
 async def run_all(*steps: tuple[str, Optional[Callable[[], object]]]) -> None:

@@ -11,13 +11,14 @@ import json
 import logging
 import os
 import sys
-from typing import IO, Optional, Union
+from typing import IO, Optional, Sequence, Union
 
 from . import runtime
 from .address import choose_address
 from .core.job import JobView, coordinator_endpoint, job_table, job_to_dict
 from .core.listing import advert_to_dict, peer_table
 from .core.peer import IPAddress
+from .core.seeds import parse_seeds
 from .core.status import NodeStatus, describe_status, printable, status_to_dict
 from .errors import NoDaemonError
 
@@ -28,21 +29,24 @@ CLEAR_SCREEN = "\033[H\033[J"
 
 
 def list_peers(seconds: float, address: Optional[str], interface: Optional[str],
-               job: Optional[str], as_json: bool) -> str:
-    """Browse for `seconds` and return the table (or JSON) of every node heard."""
-    from .discovery import browse  # zeroconf is imported only when needed
-    from .discovery.mdns import MdnsDiscovery
+               job: Optional[str], as_json: bool, seeds: Sequence[str] = ()) -> str:
+    """Browse for `seconds` (over mDNS, or asking `seeds`) and return the table (or JSON)
+    of every node heard."""
+    from .discovery import browse  # zeroconf and grpc are imported only when needed
+    from .discovery.combined import discovery_factory
 
     choice = choose_address(address, interface)
     log.debug("browsing on %s (%s) for %gs", choice.address, choice.reason, seconds)
-    adverts = asyncio.run(browse(MdnsDiscovery, choice.address, seconds))
+    factory = discovery_factory("unicast" if seeds else "mdns", parse_seeds(seeds))
+    adverts = asyncio.run(browse(factory, choice.address, seconds))
     if job is not None:
         adverts = [a for a in adverts if a.job == job]
     if as_json:
         return json.dumps([advert_to_dict(a) for a in adverts], indent=2, allow_nan=False)
     if not adverts:
         what = f"of job {job!r} " if job is not None else ""
-        return f"no rendezvous node {what}answered on {choice.address} within {seconds:g}s"
+        via = f"through {', '.join(seeds)}" if seeds else f"on {choice.address}"
+        return f"no rendezvous node {what}answered {via} within {seconds:g}s"
     return peer_table(adverts)
 
 

@@ -42,7 +42,8 @@ log = logging.getLogger(__name__)
 PREFIX = "rdvt-"
 DEFAULT_SUBNET = "10.213.0.0/24"
 SKIP_ENV = "RENDEZVOUS_SKIP_NETNS"
-_NAME_RE = re.compile(r"^rdvt-(\d+)-([0-9a-f]{6})-(br|h\d+)$")
+NETNS_ETC = "/etc/netns"
+_NAME_RE = re.compile(r"^rdvt-(\d+)-([0-9a-f]{6})-(br|rt|h\d+)$")
 _IP_TIMEOUT = 30.0
 
 #: Networks that are up: torn down at interpreter exit if still up then.
@@ -96,8 +97,10 @@ def kill_namespace_processes(ns: str, timeout: float = 5.0) -> list[int]:
 
 
 def delete_namespace(ns: str) -> None:
-    """Kill what runs in ``ns``, then delete it. A missing namespace is fine."""
+    """Kill what runs in ``ns``, then delete it (and its /etc/netns files). A missing
+    namespace is fine."""
     kill_namespace_processes(ns)
+    shutil.rmtree(os.path.join(NETNS_ETC, ns), ignore_errors=True)
     proc = _ip("netns", "delete", ns, check=False)
     if proc.returncode != 0 and ns in list_namespaces():
         raise NetnsError(f"ip netns delete {ns} failed: {proc.stderr.strip()}")
@@ -169,6 +172,7 @@ class Host:
     address: str
     interface: str = "eth0"
     prefixlen: int = 24
+    segment: int = 0
     _procs: list[subprocess.Popen] = field(default_factory=list, repr=False)
 
     def command(self, argv: Sequence[str]) -> list[str]:
@@ -191,33 +195,61 @@ class Host:
         """Run ``argv`` inside the namespace to completion (``subprocess.run``)."""
         return subprocess.run(self.command(argv), **kwargs)
 
+    def write_hosts(self, lines: Sequence[str]) -> None:
+        """This host's own /etc/hosts (``ip netns exec`` mounts /etc/netns/NAME/hosts
+        over it), so that a name can resolve to several of the network's addresses."""
+        directory = os.path.join(NETNS_ETC, self.name)
+        os.makedirs(directory, exist_ok=True)
+        with open(os.path.join(directory, "hosts"), "w") as f:
+            f.write("\n".join(["127.0.0.1 localhost", *lines]) + "\n")
+
+    @property
+    def mac(self) -> str:
+        """eth0's fixed MAC address, for static neighbour entries."""
+        return f"02:00:{self.index >> 8:02x}:{self.index & 0xff:02x}:00:01"
+
 
 class Network:
     """``n_hosts`` namespaces on one private bridge; a context manager.
 
-    ``subnet`` must be a private IPv4 network with room for the hosts; host
-    ``i`` gets its ``i+1``-th address. ``up()``/``down()`` may also be called
-    directly; ``down()`` is idempotent and is also run at interpreter exit.
+    ``subnet`` must be a private network (IPv4, or IPv6 ULA: then eth0 has no IPv4)
+    with room for the hosts; host ``i`` gets its ``i+1``-th address. ``up()``/``down()``
+    may also be called directly; ``down()`` is idempotent and is also run at interpreter exit.
+
+    ``multicast=False``: the bridge forwards no multicast (a cloud VPC, a switch that
+    snoops and forwards nothing); IPv6 neighbours are then entered statically, as
+    neighbour discovery is multicast too. ``segments=2``: the hosts are split, in order,
+    onto that many bridges, each with its share of ``subnet``, joined by a router
+    namespace ``...-rt`` that forwards unicast only; a segment's first address is the
+    router's, and the hosts' default route goes through it.
     """
 
-    def __init__(self, n_hosts: int, subnet: str = DEFAULT_SUBNET) -> None:
-        if n_hosts < 1:
-            raise ValueError("a network needs at least one host")
+    def __init__(self, n_hosts: int, subnet: str = DEFAULT_SUBNET, multicast: bool = True, segments: int = 1) -> None:
+        if n_hosts < segments or segments < 1:
+            raise ValueError("a network needs at least one host per segment")
         net = ipaddress.ip_network(subnet)
-        if not isinstance(net, ipaddress.IPv4Network) or not net.is_private or net.is_loopback:
-            raise ValueError(f"subnet {subnet} must be a private IPv4 network (e.g. 10.213.0.0/24)")
-        if net.num_addresses - 2 < n_hosts:
-            raise ValueError(f"subnet {subnet} has room for {net.num_addresses - 2} hosts, not {n_hosts}")
+        if not net.is_private or net.is_loopback or net.is_link_local:
+            raise ValueError(f"subnet {subnet} must be a private network (e.g. 10.213.0.0/24 or fd00:213::/64)")
+        parts = list(net.subnets(prefixlen_diff=(segments - 1).bit_length())) if segments > 1 else [net]
+        per = -(-n_hosts // segments)
+        if min(p.num_addresses - 2 for p in parts) < per + (segments > 1):
+            raise ValueError(f"subnet {subnet} has no room for {n_hosts} hosts in {segments} segments")
         self.subnet = net
         self.n_hosts = n_hosts
+        self.multicast = multicast
         self.tag = secrets.token_hex(3)
         #: Common prefix of this network's namespace names.
         self.prefix = f"{PREFIX}{os.getpid()}-{self.tag}-"
         self.bridge_ns = self.prefix + "br"
-        addrs = net.hosts()
-        self.hosts: list[Host] = [
-            Host(i, f"{self.prefix}h{i}", str(next(addrs)), prefixlen=net.prefixlen) for i in range(n_hosts)
-        ]
+        self.router_ns = self.prefix + "rt" if segments > 1 else None
+        addrs = [p.hosts() for p in parts]
+        #: The router's address on each segment (none with one segment).
+        self.gateways = [str(next(a)) for a in addrs] if segments > 1 else []
+        self.hosts: list[Host] = []
+        for i in range(n_hosts):
+            segment = i // per
+            address = str(next(addrs[segment]))
+            self.hosts.append(Host(i, f"{self.prefix}h{i}", address, prefixlen=parts[segment].prefixlen, segment=segment))
         self._created: list[str] = []
         self.is_up = False
 
@@ -241,8 +273,8 @@ class Network:
 
     @property
     def namespaces(self) -> list[str]:
-        """Every namespace of this network (bridge first)."""
-        return [self.bridge_ns] + [h.name for h in self.hosts]
+        """Every namespace of this network (bridge first, router last)."""
+        return [self.bridge_ns] + [h.name for h in self.hosts] + ([self.router_ns] if self.router_ns else [])
 
     # -- build ---------------------------------------------------------------
 
@@ -251,17 +283,19 @@ class Network:
         _ip("netns", "add", ns)
 
     def up(self) -> "Network":
-        """Create the namespaces, the bridge and the links. On failure, tear down and re-raise."""
+        """Create the namespaces, the bridges, the router and the links. On failure, tear
+        down and re-raise."""
         if self.is_up:
             return self
         _live_networks.add(self)
         try:
-            self._add_namespace(self.bridge_ns)
-            for host in self.hosts:
-                self._add_namespace(host.name)
-            self._setup_bridge()
+            for ns in self.namespaces:
+                self._add_namespace(ns)
+            self._setup_bridges()
             for host in self.hosts:
                 self._setup_host(host)
+            if self.router_ns:
+                self._setup_router()
         except BaseException:
             try:
                 self.down()
@@ -271,27 +305,66 @@ class Network:
         self.is_up = True
         return self
 
-    def _setup_bridge(self) -> None:
+    def _port(self, port: str, segment: int, peer: str, ns: str, mac: str) -> list[str]:
+        """A veth from bridge ``br<segment>`` (end ``port``) to ``peer`` in ``ns``."""
         lines = [
-            "link set lo up",
-            "link add br0 type bridge mcast_snooping 0 stp_state 0 forward_delay 0",
+            f"link add {port} type veth peer name {peer} address {mac} netns {ns}",
+            f"link set {port} master br{segment}",
         ]
+        if not self.multicast:
+            lines.append(f"link set {port} type bridge_slave mcast_flood off")
+        return lines + [f"link set {port} up"]
+
+    def _setup_bridges(self) -> None:
+        lines = ["link set lo up"]
+        for segment in range(max(1, len(self.gateways))):
+            lines.append(f"link add br{segment} type bridge mcast_snooping 0 stp_state 0 forward_delay 0")
+            lines.append(f"link set br{segment} up")
         for host in self.hosts:
-            lines.append(f"link add h{host.index} type veth peer name {host.interface} netns {host.name}")
-            lines.append(f"link set h{host.index} master br0")
-            lines.append(f"link set h{host.index} up")
-        lines.append("link set br0 up")
+            lines += self._port(f"h{host.index}", host.segment, host.interface, host.name, host.mac)
+        for segment in range(len(self.gateways)):
+            lines += self._port(f"g{segment}", segment, f"r{segment}", self.router_ns, _router_mac(segment))
         _ip("-n", self.bridge_ns, "-batch", "-", stdin="\n".join(lines) + "\n")
 
+    def _neighbours(self, segment: int, interface: str, me: str) -> list[str]:
+        """Static IPv6 neighbours of one segment where no multicast carries discovery."""
+        if self.multicast or self.subnet.version == 4:
+            return []
+        known = [(h.address, h.mac) for h in self.hosts if h.segment == segment]
+        if self.gateways:
+            known.append((self.gateways[segment], _router_mac(segment)))
+        return [f"neigh add {a} lladdr {m} dev {interface} nud permanent" for a, m in known if a != me]
+
+    @property
+    def _nodad(self) -> str:
+        return " nodad" if self.subnet.version == 6 else ""  # usable at once
+
     def _setup_host(self, host: Host) -> None:
+        default = "default" if self.subnet.version == 4 else "::/0"
+        via = f"via {self.gateways[host.segment]} " if self.gateways else ""
         lines = [
             "link set lo up",
             f"link set {host.interface} multicast on",
-            f"addr add {host.address}/{host.prefixlen} dev {host.interface}",
+            f"addr add {host.address}/{host.prefixlen} dev {host.interface}{self._nodad}",
             f"link set {host.interface} up",
-            f"route add default dev {host.interface}",
+            f"route add {default} {via}dev {host.interface}",
+            *self._neighbours(host.segment, host.interface, host.address),
         ]
         _ip("-n", host.name, "-batch", "-", stdin="\n".join(lines) + "\n")
+
+    def _setup_router(self) -> None:
+        """Forwards unicast between the segments; no multicast routing."""
+        lines = ["link set lo up"]
+        for segment, gateway in enumerate(self.gateways):
+            prefixlen = next(h.prefixlen for h in self.hosts if h.segment == segment)
+            lines += [
+                f"addr add {gateway}/{prefixlen} dev r{segment}{self._nodad}",
+                f"link set r{segment} up",
+                *self._neighbours(segment, f"r{segment}", gateway),
+            ]
+        _ip("-n", self.router_ns, "-batch", "-", stdin="\n".join(lines) + "\n")
+        key = "net/ipv4/ip_forward" if self.subnet.version == 4 else "net/ipv6/conf/all/forwarding"
+        _ip("netns", "exec", self.router_ns, "sh", "-c", f"echo 1 > /proc/sys/{key}")
 
     # -- teardown ------------------------------------------------------------
 
@@ -336,6 +409,10 @@ class Network:
     def __repr__(self) -> str:
         state = "up" if self.is_up else "down"
         return f"<Network {self.prefix}* {self.n_hosts} hosts {self.subnet} {state}>"
+
+
+def _router_mac(segment: int) -> str:
+    return f"02:00:00:{segment:02x}:00:fe"
 
 
 @atexit.register

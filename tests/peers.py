@@ -95,7 +95,7 @@ def assert_consistent(recs: list[dict], addresses: Sequence[str]) -> None:
     clusters = [r["tf_config"]["cluster"]["worker"] for r in recs]
     assert all(c == clusters[0] for c in clusters), clusters
     workers = clusters[0]
-    hosts = [w.rsplit(":", 1)[0] for w in workers]
+    hosts = [w.rsplit(":", 1)[0].strip("[]") for w in workers]  # IPv6 in brackets
     assert hosts == sorted(addresses, key=lambda a: int(ipaddress.ip_address(a))), hosts
     for rank, rec in enumerate(recs):
         assert rec["tf_config"]["task"] == {"type": "worker", "index": rank}

@@ -17,6 +17,7 @@ from rendezvous.address import (
     default_route,
     excluded_prefix,
     is_usable_ipv4,
+    parse_ipv6_routes,
     parse_routes,
     read_adapters,
     select_address,
@@ -175,6 +176,41 @@ def test_default_route_on_interface_missing_from_adapters_falls_back():
     choice = select_address({"eth1": ["192.168.7.7/24"]}, [default("ppp0")])
     assert choice.interface == "eth1"
     assert "ppp0" in choice.reason
+
+
+IPV6_ROUTE_TEXT = """\
+fd000000000000000000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000001 00000000 00000001     eth0
+00000000000000000000000000000000 00 00000000000000000000000000000000 00 fd000000000000000000000000000001 00000400 00000003 00000000 00000003     eth0
+00000000000000000000000000000000 00 00000000000000000000000000000000 00 00000000000000000000000000000000 ffffffff 00000001 00000000 00200200       lo
+junk
+"""
+
+
+def default6(iface: str, metric: int = 1024) -> Route:
+    return Route(iface, ipaddress.IPv6Network("::/0"), ipaddress.IPv6Address(0), metric, 0x3)
+
+
+def test_parse_ipv6_routes_reads_the_default_route_and_its_next_hop():
+    routes = parse_ipv6_routes(IPV6_ROUTE_TEXT)
+    assert [r.interface for r in routes] == ["eth0", "eth0", "lo"]
+    assert routes[1].gateway == ip("fd00::1") and routes[1].metric == 1024
+    # the unreachable default route on lo (RTF_REJECT) is no default route
+    assert default_route(routes, 6) == routes[1] and default_route(routes) is None
+
+
+def test_an_ipv6_only_host_uses_a_ula_or_global_address_of_the_ipv6_default_route():
+    adapters = {"lo": ["127.0.0.1/8", "::1/128"], "eth0": ["fe80::2/64", "fd00::2/64", "2001:db8::2/64"]}
+    choice = select_address(adapters, [default6("eth0")])
+    assert choice.address == ip("fd00::2") and "IPv6 default route" in choice.reason
+
+
+def test_ipv4_wins_over_ipv6_on_a_dual_stack_host():
+    assert select_address(LAPTOP, [default6("eth0"), default("eth0")]).address == ip("192.168.1.20")
+
+
+def test_an_ipv6_default_route_without_a_usable_ipv6_address_falls_back_to_ipv4():
+    adapters = {"eth0": ["fe80::2/64"], "eth1": ["192.168.7.7/24"]}
+    assert select_address(adapters, [default6("eth0")]).interface == "eth1"
 
 
 def test_global_ipv4_is_usable():

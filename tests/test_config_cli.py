@@ -78,7 +78,8 @@ def test_defaults():
     assert c.job == DEFAULT_JOB == "default"
     assert c.command == default_trainer_command() == TRAINER
     assert c.address is None and c.interface is None
-    assert (c.port, c.tf_port) == (0, 0)
+    assert (c.port, c.tf_port) == (None, 0)  # port: 29630, or a free one if taken
+    assert c.peers == () and c.discovery is None
     assert c.timeout is None
     assert c.stop_grace == 10.0
     assert c.timings == Timings()
@@ -210,7 +211,8 @@ def test_parser_defaults_mean_not_given():
         assert getattr(args, name) is None, name
     c = config_from_args(args, [])
     assert c.job == DEFAULT_JOB
-    assert (c.port, c.tf_port) == (0, 0)
+    assert (c.port, c.tf_port) == (None, 0)  # port: 29630, or a free one if taken
+    assert c.peers == () and c.discovery is None
     assert c.timeout is None
     assert c.stop_grace == 10.0
 
@@ -223,6 +225,12 @@ def test_parser_all_options():
     assert (args.expect, args.job, args.address, args.interface) == (Size(8, 8), "exp-1", "10.0.0.5", "eth1")
     assert (args.port, args.tf_port, args.timeout, args.stop_grace) == (7000, 9000, 30.0, 2.5)
     assert (args.verbose, args.quiet) == (2, True)
+
+
+def test_peer_may_be_given_again_and_with_commas():
+    args = parse("join", "--expect", "3", "--peer", "a", "--peer", "b:7000,[fd00::1]", "--discovery", "unicast")
+    c = config_from_args(args, [])
+    assert c.peers == ("a", "b:7000", "[fd00::1]") and c.discovery == "unicast"
 
 
 def test_config_from_args():

@@ -3,6 +3,8 @@ peer table; and its protobuf round trip."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import ipaddress
 import json
 
@@ -95,6 +97,11 @@ def test_progress_line_names_the_coordinator():
         "job 'resnet': 2/2 peers seen: 10.0.0.9 (aaaaaaaaaaaa) [coordinator], 10.0.0.10 (bbbbbbbbbbbb)"
     )
     assert progress_line(status(seen=())) == "job 'resnet': 1/2 peers seen: 10.0.0.10 (bbbbbbbbbbbb) [coordinator]"
+
+
+def test_progress_line_ends_with_the_hint_of_a_node_alone():
+    line = progress_line(dataclasses.replace(status(seen=()), hint="multicast may be blocked"))
+    assert line.endswith("[coordinator] (multicast may be blocked)")
 
 
 @pytest.mark.parametrize(

@@ -416,3 +416,12 @@ def test_a_confirmation_of_another_endpoint_does_not_count():
 
 def test_gone_forgets_the_confirmation():
     assert view(LOW).gone(LOW.node_id).confirmed == {}
+
+
+def test_a_node_of_the_job_on_the_other_ip_family_is_left_out_and_named():
+    v6 = advert("fd00::5", "dddddddd")
+    assert view(v6).others == {}
+    message = view().family_conflict(v6)
+    assert message is not None and "uses IPv6, this node uses IPv4" in message and "fd00::5" in message
+    assert view().family_conflict(LOW) is None
+    assert view().family_conflict(advert("fd00::5", "dddddddd", job="other")) is None

@@ -94,9 +94,11 @@ def test_two_hosts_with_the_same_address_are_named(make_network, tmp_path):
     twin.run(["ip", "addr", "flush", "dev", twin.interface], check=True)
     twin.run(["ip", "addr", "add", f"{original.address}/24", "dev", twin.interface], check=True)
     job = f"n-{secrets.token_hex(4)}"
-    # the twins wait longer, so that the first host still sees both when it gives up
+    # the twins wait longer, so that the first host still sees both when it gives up; they
+    # listen on free ports (on the default one they would share an endpoint, which the
+    # coordinator refuses at once, naming both)
     peers = [
-        start_peer(join_argv(3, job, tmp_path, options=["--timeout", timeout]), tmp_path, h.name, popen=h.popen)
+        start_peer(join_argv(3, job, tmp_path, options=["--timeout", timeout, "--port", "0"]), tmp_path, h.name, popen=h.popen)
         for h, timeout in zip(net.hosts, ["6", "12", "12"])
     ]
     for peer in peers:

@@ -106,11 +106,20 @@ def _mine(net: Network) -> list[str]:
 
 @pytest.mark.parametrize(
     "n,subnet",
-    [(0, "10.213.0.0/24"), (3, "8.8.8.0/24"), (3, "10.0.0.0/30"), (1, "127.0.0.0/24"), (1, "fd00::/64")],
+    [(0, "10.213.0.0/24"), (3, "8.8.8.0/24"), (3, "10.0.0.0/30"), (1, "127.0.0.0/24"), (1, "fe80::/64"), (1, "2001:4860::/64")],
 )
 def test_network_rejects_bad_arguments(n, subnet):
     with pytest.raises(ValueError):
         Network(n, subnet=subnet)
+
+
+def test_two_segments_split_the_subnet_and_the_hosts_behind_a_router():
+    net = Network(4, subnet="10.77.5.0/24", segments=2)
+    assert net.gateways == ["10.77.5.1", "10.77.5.129"]
+    assert net.addresses == ["10.77.5.2", "10.77.5.3", "10.77.5.130", "10.77.5.131"]
+    assert [h.segment for h in net.hosts] == [0, 0, 1, 1] and net.hosts[0].prefixlen == 25
+    assert net.namespaces[-1] == net.prefix + "rt" and netns._NAME_RE.match(net.prefix + "rt")
+    assert Network(2, subnet="fd00:77::/64").addresses == ["fd00:77::1", "fd00:77::2"]
 
 
 def test_network_names_and_addresses_are_planned_without_root():

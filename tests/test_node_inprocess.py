@@ -104,7 +104,7 @@ def config(tmp_path: Path, host: int, expect: int = 1, **kwargs) -> JoinConfig:
     marker = tmp_path / f"ran-{host}.json"
     command = (sys.executable, "-c", f"import json, os; json.dump(dict(os.environ), open({str(marker)!r}, 'w'))")
     return JoinConfig(expect=expect, job="inproc", address=f"127.0.0.{host}", command=command,
-                      timeout=20.0, timings=FAST, **kwargs)
+                      **{"timeout": 20.0, "timings": FAST, **kwargs})
 
 
 @pytest.fixture(autouse=True)
@@ -230,3 +230,32 @@ def test_status_shows_the_coordinator_this_node_follows_and_leaves_suspects_out(
     line = progress_line(suspected)
     assert "2/3 peers seen" in line and "127.0.0.2 (aaaaaaaa) [unreachable]" in line
     assert "127.0.0.30 (cccccccc) [coordinator]" in line
+
+
+class RecordingSession(JoinSession):
+    """Keeps every Waiting its coordinator sends."""
+
+    waitings: list = []
+
+    async def receive(self):
+        event = await super().receive()
+        if isinstance(event, Waiting):
+            self.waitings.append((self._me.node_id, event))
+        return event
+
+
+def test_the_coordinator_sends_who_has_joined_at_most_once_per_waiting_every(tmp_path):
+    """Four peers join one after another within the window: each gets one list with all of
+    them, not one list per join."""
+    bus = Bus()
+    timings = Timings(keepalive=1.0, retry_interval=0.05, advertise_delay=0.0, waiting_every=1.5)
+    nodes = [
+        Node(config(tmp_path, h, expect=5, timeout=2.5, timings=timings), discovery=bus.discovery, connect=RecordingSession)
+        for h in (31, 32, 33, 34)
+    ]
+    RecordingSession.waitings = []
+    asyncio.run(run_nodes(*nodes))  # they wait for a fifth that never comes
+    by_node = {n.node_id: [w for i, w in RecordingSession.waitings if i == n.node_id] for n in nodes}
+    for waitings in by_node.values():
+        assert len(waitings) == 1, by_node
+        assert len(waitings[0].joined) == 4

@@ -259,3 +259,33 @@ def test_a_join_asking_for_an_absurd_round_is_rejected_and_the_round_stays(open_
         [answer] = list(call(iter([join.SerializeToString()]), timeout=3))
     assert answer.rejected.reason == pb.Rejected.BAD_REQUEST and "out of range" in answer.rejected.message
     assert open_server.service.round.number < 2**32
+
+
+EXCHANGE = "/rendezvous.v1.Rendezvous/Exchange"
+records = st.builds(
+    pb.AdvertRecord,
+    address=st.sampled_from(["127.0.0.1", "10.0.0.1", "::1", "", "host"]),
+    port=ports,
+    txt=st.dictionaries(st.sampled_from(["v", "job", "expect", "node", "port", "tfport", "phase", "round", "coord"]),
+                        st.text(max_size=20), max_size=9),
+    serial=st.integers(0, 2**64 - 1),
+    goodbye=st.booleans(),
+)
+adverts = st.builds(
+    lambda h, r, k: pb.Adverts(header=h, adverts=r, known=k).SerializeToString(),
+    headers, st.lists(records, max_size=4), st.dictionaries(st.text(max_size=20), st.integers(0, 2**64 - 1), max_size=4),
+)
+
+
+@FUZZ
+@given(st.one_of(st.binary(max_size=200), adverts))
+def test_exchanges_of_junk_end_with_a_status_code(open_server, data):
+    """Through a real advert store, as a node with unicast discovery answers."""
+    from rendezvous.core.adverts import AdvertStore
+
+    store = AdvertStore(10.0)
+    open_server.service.exchange = lambda gossip: store.merge(gossip.records, 0.0).store.answer(gossip)
+    try:
+        assert raw_status(open_server, data, EXCHANGE) is not grpc.StatusCode.UNKNOWN
+    finally:
+        open_server.service.exchange = lambda gossip: None

@@ -56,7 +56,7 @@ def test_names_of_every_option():
         "expect", "job", "command", "address", "interface", "port", "tf_port", "timeout",
         "stop_grace", "verbose", "quiet", "log_format", "timings", "max_restarts", "no_restart_on",
         "liveness_timeout", "same_file", "allow_mismatch", "python", "settle", "metrics_port",
-        "sync_dir", "sync_max_bytes", "token_file",
+        "sync_dir", "sync_max_bytes", "token_file", "peers", "discovery",
     }
 
 
@@ -78,6 +78,9 @@ LAYERS = {
     "verbose": ("verbose = 1", "2", 0, 1, 2),
     "quiet": ("quiet = true", "no", True, True, False),
     "log_format": ('log-format = "json"', "plain", "auto", "json", "plain"),
+    "peers": ('peers = ["a.example", "10.0.0.1:7000"]', "b.example, [fd00::1]:7001", ["c"],
+              ("a.example", "10.0.0.1:7000"), ("b.example", "[fd00::1]:7001")),
+    "discovery": ('discovery = "unicast"', "both", "mdns", "unicast", "both"),
 }
 
 
@@ -94,7 +97,22 @@ def test_each_option_file_then_environment_then_command_line(tmp_path, name):
     assert _value(settings(file_text=text, tmp_path=tmp_path), name) == from_file
     assert _value(settings(environ={variable: env_text}, file_text=text, tmp_path=tmp_path), name) == from_env
     cli = {name: cli_value}
-    assert _value(settings(cli, environ={variable: env_text}, file_text=text, tmp_path=tmp_path), name) == cli_value
+    from_cli = tuple(cli_value) if isinstance(cli_value, list) else cli_value
+    assert _value(settings(cli, environ={variable: env_text}, file_text=text, tmp_path=tmp_path), name) == from_cli
+
+
+@pytest.mark.parametrize(
+    "file_line, problem",
+    [
+        ('peers = ["host:0"]', "port must be from 1 to 65535"),
+        ('peers = ["fd00::1:7000:x"]', "not an IPv6 address"),
+        ('peers = [7]', "must be a list of HOST[:PORT]"),
+        ('discovery = "dns"', "must be one of mdns, unicast, both"),
+    ],
+)
+def test_bad_seeds_and_discovery_modes_are_named_with_their_source(tmp_path, file_line, problem):
+    with pytest.raises(ConfigError, match=re.escape(problem)):
+        settings(file_text="expect = 2\n" + file_line + "\n", tmp_path=tmp_path)
 
 
 def test_command_file_then_environment_then_command_line(tmp_path):

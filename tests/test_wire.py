@@ -187,3 +187,23 @@ def test_arbitrary_status_bytes_give_a_status_or_a_value_error(data):
         _wire.status_from_pb(response)
     except ValueError:
         pass
+
+
+def test_gossip_round_trips_and_junk_records_are_left_out():
+    from rendezvous.core.advert import Advert, Phase
+    from rendezvous.core.adverts import Gossip, Record
+    from rendezvous.core.size import Size
+
+    good = Record(Advert(peer=A, job="j", expect=Size.fixed(2), phase=Phase.FROZEN, coordinator="10.0.0.9:7000"), 7)
+    v6 = Record(Advert(peer=B6, job="j", expect=Size.fixed(2)), 3, goodbye=True)
+    message = _wire.gossip_to_pb(Gossip((good, v6), {"aaaaaaaa": 7, "bbbbbbbb": 3}), "aaaaaaaa")
+    junk = [
+        pb.AdvertRecord(address="10.0.0.1", port=1, txt={**message.adverts[0].txt, "job": "no spaces"}, serial=1),
+        pb.AdvertRecord(address="10.0.0.1", port=2, txt=message.adverts[0].txt, serial=1),  # port differs
+        pb.AdvertRecord(address="a.example", port=7000, txt=message.adverts[0].txt, serial=1),  # a name
+        pb.AdvertRecord(serial=1),
+    ]
+    message.adverts.extend(junk)
+    gossip = _wire.gossip_from_pb(pb.Adverts.FromString(message.SerializeToString()))
+    assert gossip.records == (good, v6)
+    assert gossip.known == {"aaaaaaaa": 7, "bbbbbbbb": 3}

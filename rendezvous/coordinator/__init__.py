@@ -4,7 +4,16 @@ This package is the only code that touches protobuf types; everything it hands o
 takes in is a domain object from `rendezvous.core`.
 """
 
-from .client import JoinSession, SessionLost, StatusUntrusted, Untrusted, fetch_job_status, fetch_status
+from .client import (
+    JoinSession,
+    SessionLost,
+    StatusUntrusted,
+    Untrusted,
+    exchange,
+    fetch_job_status,
+    fetch_status,
+    open_channel,
+)
 from .server import CoordinatorService, bind_server, serve
 
 __all__ = [
@@ -14,7 +23,9 @@ __all__ = [
     "StatusUntrusted",
     "Untrusted",
     "bind_server",
+    "exchange",
     "fetch_job_status",
     "fetch_status",
+    "open_channel",
     "serve",
 ]

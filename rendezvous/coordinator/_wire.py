@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 from typing import Iterable, Optional
 
 from ..config import Timings
-from ..core.advert import PROTOCOL_VERSION, Phase, validate_job
+from ..core.advert import MAX_EXPECT, PROTOCOL_VERSION, InvalidAdvert, Phase, decode_advert, validate_job
+from ..core.adverts import Gossip, Record
 from ..core.job import JobView, MemberView
 from ..core.manifest import FileEntry, Manifest, PreviousChief, SyncSummary
 from ..core.peer import Peer, parse_address
@@ -18,6 +20,11 @@ from ..core.size import Size
 from ..core.status import NodeStatus
 from ..core.tf_config import Membership
 from ..v1 import rendezvous_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+# More adverts than this in one Exchange is no job of ours: the rest are ignored.
+MAX_RECORDS = 4 * MAX_EXPECT
 
 
 def _keepalive(seconds: float) -> list[tuple[str, int]]:
@@ -42,12 +49,14 @@ MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 MAX_IDLE_MS = 60_000
 
 
-def channel_options(keepalive: float = Timings.keepalive) -> list[tuple[str, int]]:
-    # http(s)_proxy is ignored: rendezvous traffic never leaves the cluster.
+def channel_options(keepalive: Optional[float] = Timings.keepalive) -> list[tuple[str, int]]:
+    """Keepalive pings on streams; `keepalive=None` (short unary calls) sends none.
+    http(s)_proxy is ignored: rendezvous traffic never leaves the cluster."""
+    pings = _keepalive(keepalive) if keepalive is not None else []
     return [
         ("grpc.enable_http_proxy", 0),
         ("grpc.max_receive_message_length", MAX_RESPONSE_BYTES),
-        *_keepalive(keepalive),
+        *pings,
     ]
 
 
@@ -308,3 +317,33 @@ def sync_order_to_pb(state: Round) -> pb.SyncFrom:
         source=peer_to_pb(state.source), digest=state.source_digest, total_bytes=summary.total_bytes,
         final=state.phase is RoundPhase.FINAL_SYNC, reason=state.source_reason,
     )
+
+
+def gossip_to_pb(gossip: Gossip, sender: str) -> pb.Adverts:
+    return pb.Adverts(
+        header=header("", 0, sender),
+        adverts=[
+            pb.AdvertRecord(
+                address=str(r.advert.peer.address), port=r.advert.peer.port, txt=r.advert.to_txt(),
+                serial=r.serial, goodbye=r.goodbye,
+            )
+            for r in gossip.records
+        ],
+        known=gossip.known,
+    )
+
+
+def gossip_from_pb(message: pb.Adverts) -> Gossip:
+    """The valid records of an Exchange and its digest; invalid records are untrusted junk,
+    logged and left out, exactly like TXT records over mDNS."""
+    records = []
+    for m in message.adverts[:MAX_RECORDS]:
+        try:
+            props = {k.encode(): v.encode() for k, v in m.txt.items()}
+            advert = decode_advert(props, [m.address], m.port)
+        except InvalidAdvert as exc:
+            log.debug("ignoring an advert of %s: %s", m.address, exc)
+            continue
+        records.append(Record(advert, m.serial, m.goodbye))
+    known = dict(list(message.known.items())[:MAX_RECORDS])
+    return Gossip(tuple(records), known)

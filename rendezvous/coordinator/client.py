@@ -23,6 +23,7 @@ from ..core.member import (
     SyncFrom,
     Waiting,
 )
+from ..core.adverts import Gossip
 from ..core.job import JobView
 from ..core.peer import Peer
 from ..core.preflight import Fingerprint
@@ -204,3 +205,18 @@ async def fetch_job_status(endpoint: str, timeout: float) -> JobView:
         return _wire.job_view_from_pb(response)
     except ValueError as exc:
         raise NoDaemonError(f"the daemon at {endpoint} sent an invalid job status: {printable(str(exc))}") from None
+
+
+def open_channel(endpoint: str) -> grpc.aio.Channel:
+    """A channel for short unary calls (Exchange): no keepalive pings, no proxy."""
+    return grpc.aio.insecure_channel(endpoint, options=_wire.channel_options(keepalive=None))
+
+
+async def exchange(channel: grpc.aio.Channel, gossip: Gossip, sender: str, timeout: float) -> Gossip:
+    """Send `gossip` to the node behind `channel`; its answer. SessionLost if it does not
+    answer (or takes no part in unicast discovery)."""
+    try:
+        response = await pb_grpc.RendezvousStub(channel).Exchange(_wire.gossip_to_pb(gossip, sender), timeout=timeout)
+    except grpc.aio.AioRpcError as exc:
+        raise SessionLost(f"{exc.code().name} {exc.details()}") from None
+    return _wire.gossip_from_pb(response)

@@ -17,6 +17,7 @@ from ..config import Timings
 from ..core import job as jobs
 from ..core import round as rounds
 from ..core.advert import PROTOCOL_VERSION
+from ..core.adverts import Gossip
 from ..core.auth import AuthError, Keys
 from ..core.manifest import out_of_sync
 from ..core.peer import Peer, parse_address, parse_grpc_peer, same_host
@@ -133,6 +134,10 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         self._outboxes: dict[str, asyncio.Queue[Optional[pb.CoordinatorMessage]]] = {}
         self._watchdog: Optional[asyncio.Task] = None
         self.files: Optional[FileSource] = None  # --sync-dir: this node's copy, to serve
+        self._waiting_due: Optional[asyncio.TimerHandle] = None
+        #: Answers Exchange: what a node sent -> what it lacks, or None when this node takes
+        #: no part in unicast discovery. Set by whoever owns the discovery.
+        self.exchange: Callable[[Gossip], Optional[Gossip]] = lambda gossip: None
 
     @property
     def heartbeat_interval(self) -> float:
@@ -163,11 +168,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
     def _apply(self, step: Step) -> None:
         self.round = state = step.state
         if step.action is Action.BROADCAST_WAITING:
-            log.debug("coordinating job %r: %s peers joined", state.job, state.expect.progress(len(state.joined)))
-            waiting = pb.Waiting(
-                joined=_wire.peers_to_pb(state.joined), expect=state.expect.max, expect_min=state.expect.min
-            )
-            self._broadcast(self._message(waiting=waiting))
+            self._schedule_waiting()
             if state.expect.elastic:
                 asyncio.get_running_loop().call_later(state.settle + _SETTLE_SLACK, self._settle)
         elif step.action is Action.BROADCAST_FROZEN and state.membership:
@@ -211,6 +212,21 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
 
     def _settle(self) -> None:
         self._apply(rounds.settle(self.round, time.monotonic()))
+
+    def _schedule_waiting(self) -> None:
+        """Who has joined goes to everyone joined at most once per `waiting_every`: N peers
+        joining one after another would otherwise cost N broadcasts of up to N peers each."""
+        if self._waiting_due is None:
+            self._waiting_due = asyncio.get_running_loop().call_later(self._timings.waiting_every, self._send_waiting)
+
+    def _send_waiting(self) -> None:
+        self._waiting_due = None
+        state = self.round
+        if state.phase is not RoundPhase.GATHERING:
+            return  # frozen or ended since: that message went out instead
+        log.debug("coordinating job %r: %s peers joined", state.job, state.expect.progress(len(state.joined)))
+        waiting = pb.Waiting(joined=_wire.peers_to_pb(state.joined), expect=state.expect.max, expect_min=state.expect.min)
+        self._broadcast(self._message(waiting=waiting))
 
     def follow(self, target: Target) -> None:
         """The view changed: if someone else is now the coordinator, send everyone there."""
@@ -475,6 +491,16 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
                 _auth.open_request(self._keys, request)
             except AuthError as exc:
                 await self._refuse(context, _source(context), str(exc))
+
+    async def Exchange(self, request: Optional[pb.Adverts], context: grpc.aio.ServicerContext) -> pb.Adverts:  # noqa: N802
+        if request is None:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "not a list of adverts")
+        if request.header.protocol_version != PROTOCOL_VERSION:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"this node speaks protocol {PROTOCOL_VERSION}")
+        answer = self.exchange(_wire.gossip_from_pb(request))
+        if answer is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this node does not use unicast discovery (--discovery mdns)")
+        return _wire.gossip_to_pb(answer, self._me.node_id)
 
     def _check_header(self, header: pb.Header) -> Optional[pb.CoordinatorMessage]:
         if header.protocol_version != PROTOCOL_VERSION:

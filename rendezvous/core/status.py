@@ -45,6 +45,8 @@ class NodeStatus:
     gpus: Mapping[str, str] = field(default_factory=dict)
     progress: Optional[Progress] = None  # what the command last wrote to its progress file
     rendezvous_seconds: Optional[float] = None  # from the round's start to the release
+    # Why nothing is seen, and what to do, once waiting alone has lasted (core.seeds).
+    hint: Optional[str] = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "seen", tuple(sorted(self.seen)))
@@ -120,9 +122,10 @@ def progress_line(status: NodeStatus) -> str:
     once the preflight has spoken, what it said: `preflight: 10.0.0.12 has 4 GPUs, the others 8`."""
     if status.preflight:
         return "; ".join(status.preflight)
-    return describe_progress(
+    line = describe_progress(
         status.job, status.expect, status.seen or (status.node,), status.coordinator, status.unreachable
     )
+    return f"{line} ({status.hint})" if status.hint else line
 
 
 def format_duration(seconds: float) -> str:

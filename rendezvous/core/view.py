@@ -46,8 +46,9 @@ class PeerView:
     confirmed: Mapping[str, Advert] = field(default_factory=dict)
 
     def seen(self, advert: Advert) -> "PeerView":
-        """Add or update a discovered advert. Other jobs are not part of the view."""
-        if advert.job != self.me.job or advert.node_id == self.me.node_id:
+        """Add or update a discovered advert. Other jobs are not part of the view, nor
+        nodes of the job on the other IP family (see `family_conflict`)."""
+        if advert.job != self.me.job or advert.node_id == self.me.node_id or self.family_conflict(advert):
             return self
         if self.others.get(advert.node_id) == advert:
             return self  # the same advert again (a cache refresh) is no sign of life
@@ -55,6 +56,18 @@ class PeerView:
             self,
             others={**self.others, advert.node_id: advert},
             unreachable=_without(self.unreachable, advert.node_id),
+        )
+
+    def family_conflict(self, advert: Advert) -> Optional[str]:
+        """A job uses one IP family for all its members: what to say of a node of this job
+        that advertises the other one (gossip through seeds carries both)."""
+        mine, theirs = self.me.peer.address.version, advert.peer.address.version
+        if advert.job != self.me.job or mine == theirs:
+            return None
+        return (
+            f"peer {advert.peer.describe()} of job {self.me.job!r} uses IPv{theirs}, this node "
+            f"uses IPv{mine}: a job uses one family, so it is left out; give every node an "
+            f"IPv{mine} address (--address or --interface) to include it"
         )
 
     def gone(self, node_id: str) -> "PeerView":

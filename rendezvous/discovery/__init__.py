@@ -2,16 +2,19 @@
 
 A discovery advertises this node's `Advert` and reports every rendezvous node it hears
 of, of every job, as `Seen` and `Gone` events to one callback on the node's event loop.
-`mdns` is the zero-config implementation; tests plug in-memory ones into `Node`.
+`mdns` is the zero-config implementation, `unicast` gossips with seeds where multicast
+does not pass, `combined` runs both; tests plug in-memory ones into `Node`.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+import logging
 from typing import Callable, Optional, Union
 
 from ..core.advert import Advert
+from ..core.adverts import Gossip
 from ..core.peer import IPAddress
 
 
@@ -26,6 +29,15 @@ class Gone:
 
 
 DiscoveryEvent = Union[Seen, Gone]
+
+log = logging.getLogger(__name__)
+
+
+def deliver(on_event: Callable[[DiscoveryEvent], None], event: DiscoveryEvent) -> None:
+    try:
+        on_event(event)
+    except Exception:  # a failing consumer must not end discovery for good
+        log.exception("handling %s failed", event)
 
 
 class Discovery:
@@ -42,6 +54,11 @@ class Discovery:
     async def close(self) -> None:
         """Say goodbye, so that peers drop this node at once, and stop listening."""
         raise NotImplementedError
+
+    def exchange(self, gossip: Gossip) -> Optional[Gossip]:
+        """Another node sent what it knows over gRPC (unicast discovery): what it lacks, or
+        None when this discovery does not gossip."""
+        return None
 
 
 #: Builds a discovery: (address, advert or None, event callback) -> Discovery.

@@ -18,7 +18,7 @@ from ..config import Timings
 from ..core.advert import SERVICE_TYPE, Advert, InvalidAdvert, decode_advert
 from ..core.peer import IPAddress
 from ..errors import AddressError
-from . import Discovery, DiscoveryEvent, Gone, Seen
+from . import Discovery, DiscoveryEvent, Gone, Seen, deliver
 
 log = logging.getLogger(__name__)
 
@@ -129,10 +129,7 @@ class MdnsDiscovery(Discovery):
                 self._deliver(Seen(advert))
 
     def _deliver(self, event: DiscoveryEvent) -> None:
-        try:
-            self._on_event(event)
-        except Exception:  # a failing consumer must not end discovery for good
-            log.exception("handling %s failed", event)
+        deliver(self._on_event, event)
 
     async def _resolve(self, name: str) -> Optional[Advert]:
         assert self._zc is not None

@@ -434,3 +434,41 @@ class FileChunk(_message.Message):
     offset: int
     data: bytes
     def __init__(self, path: _Optional[str] = ..., offset: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class Adverts(_message.Message):
+    __slots__ = ("header", "adverts", "known")
+    class KnownEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    ADVERTS_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_FIELD_NUMBER: _ClassVar[int]
+    header: Header
+    adverts: _containers.RepeatedCompositeFieldContainer[AdvertRecord]
+    known: _containers.ScalarMap[str, int]
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., adverts: _Optional[_Iterable[_Union[AdvertRecord, _Mapping]]] = ..., known: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class AdvertRecord(_message.Message):
+    __slots__ = ("address", "port", "txt", "serial", "goodbye")
+    class TxtEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    TXT_FIELD_NUMBER: _ClassVar[int]
+    SERIAL_FIELD_NUMBER: _ClassVar[int]
+    GOODBYE_FIELD_NUMBER: _ClassVar[int]
+    address: str
+    port: int
+    txt: _containers.ScalarMap[str, str]
+    serial: int
+    goodbye: bool
+    def __init__(self, address: _Optional[str] = ..., port: _Optional[int] = ..., txt: _Optional[_Mapping[str, str]] = ..., serial: _Optional[int] = ..., goodbye: _Optional[bool] = ...) -> None: ...

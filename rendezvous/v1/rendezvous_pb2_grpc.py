@@ -59,6 +59,11 @@ class RendezvousStub:
                 request_serializer=rendezvous_dot_v1_dot_rendezvous__pb2.FetchRequest.SerializeToString,
                 response_deserializer=rendezvous_dot_v1_dot_rendezvous__pb2.FileChunk.FromString,
                 _registered_method=True)
+        self.Exchange = channel.unary_unary(
+                '/rendezvous.v1.Rendezvous/Exchange',
+                request_serializer=rendezvous_dot_v1_dot_rendezvous__pb2.Adverts.SerializeToString,
+                response_deserializer=rendezvous_dot_v1_dot_rendezvous__pb2.Adverts.FromString,
+                _registered_method=True)
 
 
 class RendezvousServicer:
@@ -97,6 +102,14 @@ class RendezvousServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Exchange(self, request, context):
+        """Unicast discovery, where multicast does not pass: a node sends the adverts this node
+        may lack and gets back those it lacks itself, of every job.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RendezvousServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -124,6 +137,11 @@ def add_RendezvousServicer_to_server(servicer, server):
                     servicer.FetchFiles,
                     request_deserializer=rendezvous_dot_v1_dot_rendezvous__pb2.FetchRequest.FromString,
                     response_serializer=rendezvous_dot_v1_dot_rendezvous__pb2.FileChunk.SerializeToString,
+            ),
+            'Exchange': grpc.unary_unary_rpc_method_handler(
+                    servicer.Exchange,
+                    request_deserializer=rendezvous_dot_v1_dot_rendezvous__pb2.Adverts.FromString,
+                    response_serializer=rendezvous_dot_v1_dot_rendezvous__pb2.Adverts.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -261,6 +279,33 @@ class Rendezvous:
             '/rendezvous.v1.Rendezvous/FetchFiles',
             rendezvous_dot_v1_dot_rendezvous__pb2.FetchRequest.SerializeToString,
             rendezvous_dot_v1_dot_rendezvous__pb2.FileChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Exchange(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rendezvous.v1.Rendezvous/Exchange',
+            rendezvous_dot_v1_dot_rendezvous__pb2.Adverts.SerializeToString,
+            rendezvous_dot_v1_dot_rendezvous__pb2.Adverts.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,109 @@
+"""The adverts a node knows from unicast gossip: merged from seeds and peers, expired by age.
+
+Where multicast does not pass, nodes exchange what they know with a few others over gRPC.
+An advert learned second hand may be older than one already known, so every announcement
+carries a `serial` its node raises each time it announces: the highest serial of a node
+wins, and a serial that rose is a sign of life. A node that says goodbye announces a last
+record marked `goodbye`; that record spreads like any other so that the node is dropped
+everywhere, and is forgotten after `ttl` like a node that stopped announcing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Mapping, Optional
+
+from .advert import Advert
+
+
+@dataclass(frozen=True)
+class Record:
+    """One announcement of one node, as gossip carries it."""
+
+    advert: Advert
+    serial: int
+    goodbye: bool = False
+
+    @property
+    def node_id(self) -> str:
+        return self.advert.node_id
+
+
+@dataclass(frozen=True)
+class Gossip:
+    """One side of an exchange: records the other side may lack, and the digest of all the
+    sender knows (node id -> serial)."""
+
+    records: tuple[Record, ...] = ()
+    known: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Entry:
+    record: Record
+    heard: float  # when its serial last rose, by this node's clock
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What a merge or an expiry changed: adverts new or different, nodes gone."""
+
+    store: "AdvertStore"
+    seen: tuple[Advert, ...] = ()
+    gone: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class AdvertStore:
+    """Every node's latest record; `ttl` seconds without a higher serial and it is gone."""
+
+    ttl: float
+    entries: Mapping[str, Entry] = field(default_factory=dict)
+
+    def answer(self, gossip: Gossip) -> Gossip:
+        """What to send a node that sent `gossip` (merged already): what it lacks."""
+        return Gossip(tuple(self.newer_than(gossip.known)), self.digest())
+
+    def merge(self, records: Iterable[Record], now: float) -> Changes:
+        """Keep each record newer than what is known of its node; report what changed."""
+        entries = dict(self.entries)
+        for record in records:
+            known = entries.get(record.node_id)
+            if known is None or known.record.serial < record.serial:
+                entries[record.node_id] = Entry(record, now)
+        merged = replace(self, entries=entries)
+        changed = [k for k, e in entries.items() if self.entries.get(k) is not e]
+        seen = tuple(a for a in map(merged._live, changed) if a is not None and a != self._live(a.node_id))
+        gone = tuple(k for k in changed if merged._live(k) is None and self._live(k) is not None)
+        return Changes(merged, seen, gone)
+
+    def _live(self, node_id: str) -> Optional[Advert]:
+        entry = self.entries.get(node_id)
+        return None if entry is None or entry.record.goodbye else entry.record.advert
+
+    def expire(self, now: float) -> Changes:
+        """Forget every node not heard of for `ttl`; those that had not said goodbye are gone."""
+        old = {k: e for k, e in self.entries.items() if now - e.heard > self.ttl}
+        if not old:
+            return Changes(self)
+        kept = {k: e for k, e in self.entries.items() if k not in old}
+        gone = tuple(k for k, e in old.items() if not e.record.goodbye)
+        return Changes(replace(self, entries=kept), gone=gone)
+
+    def digest(self) -> dict[str, int]:
+        """The serial of every node known, goodbyes included: what this store has."""
+        return {k: e.record.serial for k, e in self.entries.items()}
+
+    def newer_than(self, known: Mapping[str, int]) -> list[Record]:
+        """What a store with digest `known` lacks: every record newer than its serial of
+        that node. Exchanges carry this rather than everything, so that a large job in
+        steady state exchanges little."""
+        return [e.record for k, e in self.entries.items() if e.record.serial > known.get(k, 0)]
+
+    def records(self) -> list[Record]:
+        """What to tell others: every record, goodbyes included so that they spread."""
+        return [e.record for e in self.entries.values()]
+
+    def adverts(self) -> list[Advert]:
+        """The nodes that are there: every advert but those that said goodbye."""
+        return [e.record.advert for e in self.entries.values() if not e.record.goodbye]

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -264,6 +265,9 @@ def test_teardown_removes_namespaces_and_kills_processes():
         sleeper = net.hosts[1].popen(["sleep", "300"])
         # A process not started through popen (a grandchild) is killed too.
         stray = subprocess.Popen(["ip", "netns", "exec", net.hosts[2].name, "sleep", "300"])
+        deadline = time.monotonic() + 5  # `ip netns exec` enters the namespace, then execs
+        while netns.namespace_pids(net.hosts[2].name) != [stray.pid] and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert netns.namespace_pids(net.hosts[2].name) == [stray.pid]
     assert not set(names) & set(list_namespaces())
     assert _mine(net) == []

@@ -51,7 +51,6 @@ class Timings:
     # Failing to reach the coordinator this long leaves it out of the election, until it
     # announces itself anew or answers a Status call; one is made this often.
     suspect_after: float = 3.0
-    probe_interval: float = 2.0
     # How long a DNS-SD service may take to resolve.
     resolve_timeout: float = 3.0
     # Re-announcing at once after the release would make N nodes delay each other.

@@ -67,6 +67,8 @@ class Confirmer:
                 log.debug("cannot confirm the advert of %s yet: %s", advert.peer.describe(), exc)
             else:
                 if status.node == advert.peer and status.job == view.me.job:
+                    if node_id in view.unreachable:
+                        log.info("%s answers again: it is a candidate again", advert.peer.describe())
                     self._res.update_view(self._res.view.confirm(status.as_advert(auth=advert.auth)))
                 else:
                     log.debug("%s answers as %s of job %r", advert.peer.endpoint, status.node.describe(), status.job)

@@ -17,7 +17,7 @@ from contextlib import aclosing
 from typing import AsyncIterator, Callable, Optional
 
 from .config import JoinConfig
-from .coordinator import JoinSession, SessionLost, Untrusted, fetch_status
+from .coordinator import JoinSession, SessionLost, Untrusted
 from .core import member as machine
 from .core.advert import Phase
 from .core.manifest import PreviousChief, SyncSummary
@@ -28,7 +28,7 @@ from .core.progress import VARIABLE as PROGRESS_VARIABLE
 from .core.progress import Progress
 from .core.tf_config import Membership, launch_environment
 from .coordinator import transfer
-from .errors import MembershipError, NoDaemonError
+from .errors import MembershipError
 from .launcher import Launcher
 from .progress import ProgressFollower, create_progress_file
 from .resources import Resources, SessionFactory
@@ -76,15 +76,12 @@ class Joiner:
         """Join until the command starts (None), or the round ends before (its end).
         Stays visible a moment after a conflict, so that the peer this node disagrees with
         sees it too and fails alike."""
-        probe = asyncio.create_task(self._probe_suspects(), name="probe-suspects")
         try:
             return await self._join_until_released()
         except MembershipError:
             if self._res.view.conflicts():
                 await asyncio.sleep(self._config.timings.conflict_linger)
             raise
-        finally:
-            probe.cancel()
 
     async def supervise(self) -> RoundEnd:
         """While the command runs: report its end, wait for the round's."""
@@ -309,26 +306,15 @@ class Joiner:
             await asyncio.sleep(self._config.timings.progress_send)
 
     def _suspect(self, peer: Peer) -> None:
+        """The confirmer then asks its Status again, as for any unconfirmed advert, and its
+        answer is what makes it a candidate again (`PeerView.confirm`). A suspicion
+        never lapses by itself, since a node killed without a goodbye stays in mDNS caches
+        for many minutes and each try of it costs every waiting peer seconds."""
         log.warning(
             "cannot reach the coordinator %s for %.0f s: it may have stopped without a goodbye; "
             "electing without it until it answers", peer.describe(), self._config.timings.suspect_after,
         )
         self._res.update_view(self._res.view.suspect(peer.node_id, math.inf))
-
-    async def _probe_suspects(self) -> None:
-        """Ask the suspected peers for their Status now and then, all at once: one that
-        answers is a candidate again. A suspicion never lapses by itself, since a node
-        killed without a goodbye stays in mDNS caches for many minutes and each try of it
-        costs every waiting peer seconds."""
-        interval = self._config.timings.probe_interval
-        while True:
-            await asyncio.sleep(interval)
-            suspects = self._res.view.suspected(time.monotonic())
-            answers = await asyncio.gather(*(answers_as(p, interval) for p in suspects))
-            for peer, answered in zip(suspects, answers):
-                if answered:
-                    log.info("%s answers again: it is a candidate again", peer.describe())
-                    self._res.update_view(self._res.view.trust(peer.node_id))
 
     async def _view_change_or(self, seconds: float) -> None:
         # Not wait_for: on Python < 3.12 it can swallow a cancellation that arrives as the
@@ -339,11 +325,3 @@ class Joiner:
         finally:
             changed.cancel()
 
-
-async def answers_as(peer: Peer, timeout: float) -> bool:
-    """Whether the daemon at `peer`'s endpoint answers, as that very node."""
-    try:
-        status = await fetch_status(peer.endpoint, timeout)
-    except NoDaemonError:
-        return False
-    return status.node.node_id == peer.node_id

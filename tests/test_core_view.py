@@ -333,13 +333,14 @@ def test_a_frozen_advert_of_a_round_others_moved_on_from_is_stale():
     assert view(running, dataclasses.replace(LOW, round=2)).target(0.0).peer == LOW.peer
 
 
-def test_a_suspicion_lasts_until_the_peer_is_trusted_again():
+def test_a_suspicion_lasts_until_the_peer_answers_again():
     v = view(LOW, HIGH).suspect(LOW.node_id, until=math.inf)
     assert v.is_suspected(LOW.node_id, 1e12)
-    trusted = v.trust(LOW.node_id)
+    assert LOW in v.unconfirmed()  # its Status is asked again
+    trusted = v.confirm(LOW)
     assert not trusted.is_suspected(LOW.node_id, 0.0)
     assert trusted.target(0.0).peer == LOW.peer
-    assert trusted.trust(LOW.node_id) is trusted
+    assert trusted.unconfirmed() == []
 
 
 def test_the_timeout_summary_names_an_address_shared_by_two_nodes():

@@ -79,17 +79,11 @@ class PeerView:
         )
 
     def suspect(self, node_id: str, until: float) -> "PeerView":
-        """Leave a peer that cannot be reached out of the election until `until` (never
-        this node)."""
+        """Leave a peer that cannot be reached out of the election until `until`, or until
+        its Status answers again (`confirm`); never this node."""
         if node_id not in self.others:
             return self
         return replace(self, unreachable={**self.unreachable, node_id: until})
-
-    def trust(self, node_id: str) -> "PeerView":
-        """A suspected peer answered: a candidate again."""
-        if node_id not in self.unreachable:
-            return self
-        return replace(self, unreachable=_without(self.unreachable, node_id))
 
     def is_suspected(self, node_id: str, now: float) -> bool:
         return self.unreachable.get(node_id, now) > now
@@ -106,14 +100,22 @@ class PeerView:
         return advert.node_id not in self.distrusted and (advert.auth or not self.me.auth)
 
     def confirm(self, claims: Advert) -> "PeerView":
-        """What a peer's own Status said (`NodeStatus.as_advert`)."""
+        """What a peer's own Status said (`NodeStatus.as_advert`): it answers, so it is no
+        longer suspected."""
         if claims.node_id not in self.others:
             return self
-        return replace(self, confirmed={**self.confirmed, claims.node_id: claims})
+        return replace(
+            self, confirmed={**self.confirmed, claims.node_id: claims},
+            unreachable=_without(self.unreachable, claims.node_id),
+        )
 
     def unconfirmed(self) -> list[Advert]:
-        """Adverts whose claims no Status has confirmed yet (new ones, changed ones)."""
-        return [a for a in self.others.values() if self._trusted(a) and not _same_claims(self.confirmed.get(a.node_id), a)]
+        """Adverts whose claims no Status has confirmed yet (new ones, changed ones), and
+        those of suspected peers: an answer is what makes them candidates again."""
+        return [
+            a for a in self.others.values()
+            if self._trusted(a) and (a.node_id in self.unreachable or not _same_claims(self.confirmed.get(a.node_id), a))
+        ]
 
     @property
     def _candidates(self) -> list[Advert]:

@@ -134,9 +134,10 @@ def optional_peer_from_pb(message: pb.Peer) -> Optional[Peer]:
         return None
 
 
-def size_from_pb(expect_min: int, expect: int) -> Size:
-    """The peer count of a JoinRequest, Waiting or StatusResponse; ValueError if invalid."""
-    return Size(expect_min or expect, expect)
+def size_from_pb(message: pb.JoinRequest | pb.Waiting | pb.StatusResponse | pb.JobStatusResponse) -> Size:
+    """The peer count a message carries (`Size.fields`; an expect_min of 0 is MAX);
+    ValueError if invalid."""
+    return Size(message.expect_min or message.expect, message.expect)
 
 
 def status_to_pb(status: NodeStatus) -> pb.StatusResponse:
@@ -146,8 +147,7 @@ def status_to_pb(status: NodeStatus) -> pb.StatusResponse:
     response = pb.StatusResponse(
         header=header(status.job, status.round, status.node.node_id),
         phase=status.phase.value,
-        expect=status.expect.max,
-        expect_min=status.expect.min,
+        **status.expect.fields(),
         members=peers_to_pb(membership.members if membership else ()),
         tf_config=json.dumps(tf_config, separators=(",", ":")) if tf_config else "",
         rank=NO_RANK if status.rank is None else status.rank,
@@ -183,7 +183,7 @@ def status_from_pb(message: pb.StatusResponse) -> NodeStatus:
     return NodeStatus(
         node=peer_from_pb(message.self),
         job=message.header.job,
-        expect=size_from_pb(message.expect_min, message.expect),
+        expect=size_from_pb(message),
         phase=Phase(message.phase),
         round=message.header.round,
         seen=tuple(peer_from_pb(p) for p in message.seen),
@@ -246,8 +246,7 @@ def job_view_to_pb(view: JobView, sender: str) -> pb.JobStatusResponse:
         header=header(view.job, view.round, sender),
         coordinating=view.coordinating,
         phase=view.phase,
-        expect=view.expect.max,
-        expect_min=view.expect.min,
+        **view.expect.fields(),
         restarts=view.restarts,
         last_abort_reason=view.last_abort or "",
         members=[_member_to_pb(m) for m in view.members],
@@ -264,7 +263,7 @@ def job_view_from_pb(message: pb.JobStatusResponse) -> JobView:
         job=message.header.job,
         round=round,
         phase=message.phase,
-        expect=size_from_pb(message.expect_min, message.expect),
+        expect=size_from_pb(message),
         coordinator=optional_peer_from_pb(message.coordinator),
         members=tuple(_member_from_pb(m, round) for m in message.members),
         restarts=message.restarts,

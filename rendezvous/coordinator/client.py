@@ -84,7 +84,7 @@ class JoinSession:
             raise SessionLost(f"stream to {self.endpoint} broke: {exc}") from None
 
     async def join(self) -> None:
-        request = pb.JoinRequest(peer=_wire.peer_to_pb(self._me), expect=self._expect.max, expect_min=self._expect.min)
+        request = pb.JoinRequest(peer=_wire.peer_to_pb(self._me), **self._expect.fields())
         if self._fingerprint is not None:
             request.fingerprint.CopyFrom(_wire.fingerprint_to_pb(self._fingerprint))
         await self._write(self._message(join=request))
@@ -134,7 +134,7 @@ class JoinSession:
         try:
             if kind == "waiting":
                 joined = tuple(_wire.peer_from_pb(p) for p in message.waiting.joined)
-                return Waiting(joined, _wire.size_from_pb(message.waiting.expect_min, message.waiting.expect))
+                return Waiting(joined, _wire.size_from_pb(message.waiting))
             if kind == "frozen":
                 members = tuple(_wire.peer_from_pb(p) for p in message.frozen.members)
                 membership = Membership(job=message.header.job, round=message.header.round, members=members)

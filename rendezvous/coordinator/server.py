@@ -225,7 +225,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         if state.phase is not RoundPhase.GATHERING:
             return  # frozen or ended since: that message went out instead
         log.debug("coordinating job %r: %s peers joined", state.job, state.expect.progress(len(state.joined)))
-        waiting = pb.Waiting(joined=_wire.peers_to_pb(state.joined), expect=state.expect.max, expect_min=state.expect.min)
+        waiting = pb.Waiting(joined=_wire.peers_to_pb(state.joined), **state.expect.fields())
         self._broadcast(self._message(waiting=waiting))
 
     def follow(self, target: Target) -> None:
@@ -315,7 +315,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         """The round's answer to `peer`; a peer admitted by a restart joins the round that
         follows the one it aborts."""
         try:
-            expect = _wire.size_from_pb(request.expect_min, request.expect)
+            expect = _wire.size_from_pb(request)
         except ValueError as exc:
             return rounds.reject(self.round, RejectReason.EXPECT_MISMATCH, f"{peer.describe()}: --expect {exc}")
         fingerprint = _wire.optional_fingerprint_from_pb(request)

@@ -55,6 +55,10 @@ class Size:
         """For messages: `3`, `2 to 4`."""
         return f"{self.min} to {self.max}" if self.elastic else str(self.max)
 
+    def fields(self) -> dict[str, int]:
+        """As JSON and the wire both carry it: `expect` is MAX, `expect_min` is MIN."""
+        return {"expect": self.max, "expect_min": self.min}
+
     def progress(self, count: int) -> str:
         """How far a round is: `2/3`, or `2/4 (at least 2)` for an elastic job."""
         return f"{count}/{self.max} (at least {self.min})" if self.elastic else f"{count}/{self.max}"

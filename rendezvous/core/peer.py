@@ -129,3 +129,10 @@ def elect_coordinator(peers: Iterable[Peer]) -> Peer:
 def describe_peers(peers: Iterable[Peer]) -> str:
     text = ", ".join(p.describe() for p in sorted(peers))
     return text or "none"
+
+
+def shared_address(address: IPAddress, holders: str) -> str:
+    """What to say of an address that several nodes have (`holders`: "2 nodes", "more than
+    one member"): on different hosts, they break each other's connections."""
+    return (f"{address} is the address of {holders}: if they are not on one host, two hosts are "
+            "configured with the same address")

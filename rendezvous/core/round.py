@@ -28,7 +28,7 @@ from typing import Mapping, Optional
 
 from . import preflight
 from .manifest import SourceChoice, SyncSummary, choose_source, out_of_sync
-from .peer import Peer, describe_peers
+from .peer import Peer, describe_peers, shared_address
 from .preflight import Fingerprint, Mismatch
 from .size import Size
 from .tf_config import Membership
@@ -278,8 +278,7 @@ def _twins(state: Round, peer: Peer) -> str:
     members = state.membership.members if state.membership else ()
     if not any(p.address == peer.address and p.node_id != peer.node_id for p in members):
         return ""
-    return (f" ({peer.address} is the address of more than one member: if they are not on one "
-            "host, two hosts are configured with the same address)")
+    return f" ({shared_address(peer.address, 'more than one member')})"
 
 
 def ready(state: Round, node_id: str, digest: str, sync: Optional[SyncSummary] = None) -> Step:

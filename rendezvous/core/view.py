@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping, Optional, Sequence, TypeVar
 
 from .advert import Advert, Phase
-from .peer import Peer, describe_peers, elect_coordinator
+from .peer import Peer, describe_peers, elect_coordinator, shared_address
 from .size import Size
 
 T = TypeVar("T")
@@ -188,10 +188,7 @@ class PeerView:
         missing = max(0, self.me.expect.min - len(self.peers))
         addresses = [p.address for p in self.peers]
         shared = sorted({a for a in addresses if addresses.count(a) > 1})
-        twins = "".join(
-            f"; {a} is the address of {addresses.count(a)} nodes: if they are not on one host, two "
-            "hosts are configured with the same address" for a in shared
-        )
+        twins = "".join(f"; {shared_address(a, f'{addresses.count(a)} nodes')}" for a in shared)
         return (
             f"saw {len(self.peers)} of {self.me.expect.describe()} peers of job {self.me.job!r}: "
             f"{describe_peers(self.peers)}; {missing} never appeared{twins}"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 from ._compat import tomllib
 
@@ -89,27 +89,25 @@ def _frozen(value: object) -> object:
     return tuple(value) if isinstance(value, list) else value
 
 
+# How each kind of option is read from text; TEXT is taken as it is.
+_READERS: dict[Kind, Callable[[str], object]] = {
+    Kind.WHOLE: parse_whole,
+    Kind.COUNT: parse_whole,
+    Kind.SECONDS: parse_seconds,
+    Kind.FLAG: parse_flag,
+    Kind.COMMAND: parse_command,
+    Kind.TIMINGS: parse_timings,
+    Kind.CODES: parse_codes,
+    Kind.LIST: parse_list,
+    Kind.SIZE: parse_size,
+}
+
+
 def read_text(kind: Kind, text: str) -> object:
     """An option's value from its text form (a variable, or a flag's argument). Text that
     does not parse is returned as it is: the option's check then names it."""
-    if kind in (Kind.WHOLE, Kind.COUNT):
-        value: object = parse_whole(text)
-    elif kind is Kind.SECONDS:
-        value = parse_seconds(text)
-    elif kind is Kind.FLAG:
-        value = parse_flag(text)
-    elif kind is Kind.COMMAND:
-        value = parse_command(text)
-    elif kind is Kind.TIMINGS:
-        value = parse_timings(text)
-    elif kind is Kind.CODES:
-        value = parse_codes(text)
-    elif kind is Kind.LIST:
-        value = parse_list(text)
-    elif kind is Kind.SIZE:
-        value = parse_size(text)
-    else:
-        value = text
+    read = _READERS.get(kind)
+    value = text if read is None else read(text)
     return text if value is None else value
 
 

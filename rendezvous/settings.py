@@ -14,7 +14,6 @@ import stat
 from dataclasses import dataclass
 from typing import Callable, Mapping, Optional, Sequence
 
-from ._compat import tomllib
 
 from .config import (
     BY_NAME,
@@ -131,6 +130,8 @@ def from_environ(environ: Mapping[str, str]) -> dict[str, Value]:
 
 def parse_config_file(text: str, path: str) -> dict[str, Value]:
     """The options of a TOML config file: top-level keys named like the long options."""
+    from ._compat import tomllib  # only when there is a file: a daemon without one never needs it
+
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -97,6 +97,12 @@ def test_images_per_second_count_too_and_finished_or_silent_members_do_not():
     assert jobs.check_stragglers(steps(jobs.Board(), a=10, b=8, c=9), 0.0, after=0)[1] == []  # 20% exactly is fine
 
 
+def test_with_an_even_number_of_members_the_median_is_the_mean_of_the_middle_two():
+    # median (80 + 100) / 2 = 90: 72 is exactly 20% below it, 71 is more
+    assert jobs.check_stragglers(steps(jobs.Board(), a=72, b=80, c=100, d=100), 0.0, after=0)[1] == []
+    assert jobs.check_stragglers(steps(jobs.Board(), a=71, b=80, c=100, d=100), 0.0, after=0)[1] == ["a"]
+
+
 @given(st.lists(st.integers(min_value=0, max_value=10**6), min_size=1, max_size=8))
 def test_never_more_than_half_are_stragglers(values):
     board = steps(jobs.Board(), **{f"n{i}": v for i, v in enumerate(values)})

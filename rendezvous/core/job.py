@@ -12,7 +12,6 @@ the members' median for `after` seconds.
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
@@ -76,8 +75,14 @@ def _lagging(values: Mapping[str, float], lag: float) -> set[str]:
     """Who is more than `lag` below the median, when at least two members tell."""
     if len(values) < 2:
         return set()
-    median = statistics.median(values.values())
+    median = _median(values.values())
     return {node for node, value in values.items() if value < (1 - lag) * median}
+
+
+def _median(values: Iterable[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def check_stragglers(board: Board, now: float, after: float, lag: float = STRAGGLER_LAG) -> tuple[Board, list[str]]:

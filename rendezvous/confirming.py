@@ -5,6 +5,9 @@ is checked by asking that node's Status, signed when the job has a token. All at
 task per node: a node that never answers (a forged advert for an unused address) costs
 nothing but its own retries, and never delays the election. A node that fails
 authentication is left out for good.
+
+Each request carries this node's own advert: a node that has just started learns of every
+peer that heard its announcement from their requests, at once (see StatusRequest.caller).
 """
 
 from __future__ import annotations
@@ -59,12 +62,13 @@ class Confirmer:
             if advert is None:
                 return
             try:
-                status = await fetch_status(advert.peer.endpoint, self._timeout, self._res.keys)
+                status = await fetch_status(advert.peer.endpoint, self._timeout, self._res.keys, caller=view.me)
             except StatusUntrusted as exc:
                 self._res.distrust(advert.peer, str(exc))
                 return
             except NoDaemonError as exc:
                 log.debug("cannot confirm the advert of %s yet: %s", advert.peer.describe(), exc)
+                self._res.update_view(self._res.view.unanswered(node_id))
             else:
                 if status.node == advert.peer and status.job == view.me.job:
                     if node_id in view.unreachable:

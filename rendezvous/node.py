@@ -30,7 +30,7 @@ from .core.tf_config import Membership
 from .core.view import PeerView
 from .core.member import RoundEnd, is_last_round
 from .core.seeds import lonely_hint, parse_seeds
-from .discovery import DiscoveryEvent, DiscoveryFactory, Seen
+from .discovery import DiscoveryEvent, DiscoveryFactory, Gone, Seen
 from .discovery.combined import discovery_factory
 from .errors import JobFailed, RendezvousTimeout
 from .fingerprint import take_fingerprint
@@ -270,14 +270,15 @@ class Node:
     # -- discovery -----------------------------------------------------------------
 
     def _on_discovery(self, event: DiscoveryEvent) -> None:
-        if isinstance(event, Seen):
-            conflict = self.view.family_conflict(event.advert)
-            if conflict and event.advert.node_id not in self._other_family:
-                self._other_family.add(event.advert.node_id)
-                log.warning("%s", conflict)
-            self._res.update_view(self.view.seen(event.advert))
-        else:
+        if isinstance(event, Gone):
             self._res.update_view(self.view.gone(event.node_id))
+            return
+        conflict = self.view.family_conflict(event.advert)
+        if conflict and event.advert.node_id not in self._other_family:
+            self._other_family.add(event.advert.node_id)
+            log.warning("%s", conflict)
+        view = self.view.seen(event.advert) if isinstance(event, Seen) else self.view.hinted(event.advert)
+        self._res.update_view(view)
 
     def _advertise(self, phase: Phase, round: Optional[int] = None) -> None:
         coordinator = self._membership.coordinator.endpoint if self._membership else None

@@ -36,7 +36,7 @@ from .core.round import Policy
 from .core.size import Size
 from .core.status import NodeStatus
 from .core.view import PeerView, Target
-from .discovery import Discovery, DiscoveryEvent, DiscoveryFactory
+from .discovery import Discovery, DiscoveryEvent, DiscoveryFactory, Hinted, deliver
 from .errors import AddressError
 from .launcher import check_command
 from .ports import PortReservation
@@ -161,6 +161,7 @@ def bind_resources(
     service.files = FileSource(sync) if sync else None
     discovery = make_discovery(address, view.me, on_discovery)
     service.exchange = discovery.exchange
+    service.hint = lambda advert: deliver(on_discovery, Hinted(advert))
     resources = Resources(
         me, view, reservation, server, health.aio.HealthServicer(), service, discovery, on_view, policy,
         fingerprint, sync, keys,

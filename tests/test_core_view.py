@@ -107,6 +107,41 @@ def test_gone_of_an_unknown_peer_is_the_same_view():
     assert v.gone(ME.node_id) is v
 
 
+def test_a_hint_introduces_a_node_this_view_does_not_know():
+    v = view().hinted(LOW)
+    assert v.others == {"bbbbbbbb": LOW} and v.unconfirmed() == [LOW]  # a hint, like any advert
+
+
+def test_a_hint_never_changes_what_a_known_node_claims():
+    v = view(LOW)
+    assert v.hinted(dataclasses.replace(LOW, phase=Phase.FROZEN)) is v
+
+
+def test_a_hint_never_brings_back_a_node_that_said_goodbye_but_discovery_does():
+    v = view(LOW).gone("bbbbbbbb")
+    assert v.hinted(LOW) is v  # its last Status request, arriving after its goodbye
+    assert v.seen(LOW).others == {"bbbbbbbb": LOW}
+    assert v.seen(LOW).hinted(HIGH).others == {"bbbbbbbb": LOW, "cccccccc": HIGH}
+
+
+def test_a_node_known_only_from_a_hint_is_dropped_when_it_does_not_answer():
+    hinted = view().hinted(LOW)
+    assert hinted.unanswered("bbbbbbbb").others == {}
+    assert hinted.unanswered("bbbbbbbb").hinted(LOW).others == {"bbbbbbbb": LOW}  # it may answer later
+    confirmed = hinted.confirm(LOW)
+    assert confirmed.unconfirmed() == [LOW]  # asked again and again, or nothing would drop it
+    heard = confirmed.seen(LOW)  # discovery heard of it too: the same advert, no longer a hint
+    assert heard.unconfirmed() == []
+    assert heard.others == {"bbbbbbbb": LOW} and heard.unanswered("bbbbbbbb") is heard
+    assert view(LOW).unanswered("bbbbbbbb").others == {"bbbbbbbb": LOW}
+
+
+def test_a_hint_of_another_job_or_of_me_is_ignored():
+    v = view()
+    assert v.hinted(advert("10.0.0.9", "bbbbbbbb", job="other")) is v
+    assert v.hinted(ME) is v
+
+
 def test_gone_does_not_touch_the_original():
     v = view(LOW)
     v.gone("bbbbbbbb")

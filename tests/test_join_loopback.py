@@ -157,6 +157,10 @@ def test_sigint_while_waiting_exits_130_and_says_goodbye(tmp_path, job):
     waiting = start_peer(join_argv(3, job, out, address="127.0.0.2"), tmp_path, "waiting")
     leaving = start_peer(join_argv(3, job, out, address="127.0.0.3"), tmp_path, "leaving")
     _wait_for_log(waiting, "2/3 peers seen")
+    # The first node may have heard of the second from its Status request; its mDNS answer,
+    # which a responder may delay by up to a second, must be in before the goodbye: an
+    # answer that arrives after the goodbye brings it back until its records expire.
+    time.sleep(1.5)
     leaving.proc.send_signal(signal.SIGINT)
     assert leaving.wait(timeout=10) == 130, leaving.log
     # the goodbye packet makes the other peer drop it at once (not after the 19-minute TTL)

@@ -36,6 +36,26 @@ def test_hosts_started_in_random_order_agree(make_network, tmp_path, n_hosts):
     assert recs[0]["tf_config"]["cluster"]["worker"][0].startswith(net.hosts[0].address + ":")
 
 
+def test_a_host_that_hears_no_multicast_learns_of_its_peers_from_their_status_requests(make_network, tmp_path):
+    """Host b hears no mDNS at all, so it never hears a's advert; a hears b's announcement
+    and asks b's Status to confirm it, sending its own advert: that is how b learns of a
+    (the way a node that has just started learns of its peers before their mDNS answers
+    come, which a responder sends at most once a second). Without it neither would join."""
+    net = make_network(2)
+    a, b = net.hosts
+    net.deafen(b)
+    job = f"n-{secrets.token_hex(4)}"
+    out = tmp_path / "out"
+    out.mkdir()
+    options = ["--timeout", "20"]
+    first = start_peer(join_argv(2, job, out, options=options), tmp_path, "a", popen=a.popen)
+    time.sleep(1)
+    second = start_peer(join_argv(2, job, out, options=options), tmp_path, "b", popen=b.popen)
+    for peer in (first, second):
+        assert peer.wait() == 0, peer.log
+    assert_consistent(records(out), net.addresses)
+
+
 def test_late_host_with_lowest_address_is_refused(make_network, tmp_path):
     net = make_network(3)
     job = f"n-{secrets.token_hex(4)}"

@@ -10,6 +10,7 @@ import secrets
 import socket
 import threading
 import time
+from dataclasses import replace
 
 import grpc
 import pytest
@@ -19,7 +20,8 @@ from hypothesis import strategies as st
 from rendezvous.config import Timings
 from grpc_health.v1 import health
 
-from rendezvous.coordinator import CoordinatorService, JoinSession, bind_server, serve
+from rendezvous.coordinator import CoordinatorService, JoinSession, bind_server, fetch_status, serve
+from rendezvous.core.advert import Advert
 from rendezvous.core.auth import derive_keys
 from rendezvous.core.member import Frozen, Heartbeat
 from rendezvous.core.peer import Peer
@@ -154,6 +156,27 @@ def test_status_requests_of_junk_end_with_a_status_code(open_server, token_serve
     for server in (open_server, token_server):
         for method in (STATUS, JOB_STATUS):
             assert raw_status(server, data, method) is not grpc.StatusCode.UNKNOWN
+
+
+def test_the_advert_sent_with_a_status_request_is_passed_on_only_from_its_own_job_and_address(open_server):
+    heard, default = [], open_server.service.hint
+    open_server.service.hint = heard.append
+    try:
+        peer = Peer(secrets.token_hex(6), ipaddress.ip_address("127.0.0.9"), 4000, 4001)
+        mine = Advert(peer, JOB, Size.fixed(2))
+        for caller in (
+            mine,  # on loopback the kernel's source is 127.0.0.1 whatever 127.x a node uses
+            replace(mine, job="other"),
+            Advert(replace(peer, address=ipaddress.ip_address("10.0.0.9")), JOB, Size.fixed(2)),  # another host
+            Advert(open_server.me, JOB, Size.fixed(2)),  # the server itself
+        ):
+            status = open_server.call(fetch_status(open_server.me.endpoint, 5, caller=caller))
+            assert status.node == open_server.me
+        junk = pb.StatusRequest(caller=pb.AdvertRecord(address="127.0.0.9", port=4000, txt={"job": JOB, "v": "x"}))
+        assert raw_status(open_server, junk.SerializeToString()) is grpc.StatusCode.OK
+        assert heard == [mine]
+    finally:
+        open_server.service.hint = default
 
 
 @pytest.mark.parametrize("keyed", [False, True], ids=["open", "token"])

@@ -8,7 +8,7 @@ import math
 from typing import Iterable, Optional
 
 from ..config import Timings
-from ..core.advert import MAX_EXPECT, PROTOCOL_VERSION, InvalidAdvert, Phase, decode_advert, validate_job
+from ..core.advert import MAX_EXPECT, PROTOCOL_VERSION, Advert, InvalidAdvert, Phase, decode_advert, validate_job
 from ..core.adverts import Gossip, Record
 from ..core.job import JobView, MemberView
 from ..core.manifest import FileEntry, Manifest, PreviousChief, SyncSummary
@@ -17,7 +17,7 @@ from ..core.preflight import Fingerprint
 from ..core.progress import Progress, parse_progress
 from ..core.round import Round, RoundPhase
 from ..core.size import Size
-from ..core.status import NodeStatus
+from ..core.status import NodeStatus, printable
 from ..core.tf_config import Membership
 from ..v1 import rendezvous_pb2 as pb
 
@@ -318,16 +318,26 @@ def sync_order_to_pb(state: Round) -> pb.SyncFrom:
     )
 
 
+def advert_to_pb(advert: Advert, serial: int = 0, goodbye: bool = False) -> pb.AdvertRecord:
+    return pb.AdvertRecord(
+        address=str(advert.peer.address), port=advert.peer.port, txt=advert.to_txt(), serial=serial, goodbye=goodbye,
+    )
+
+
+def advert_from_pb(m: pb.AdvertRecord) -> Optional[Advert]:
+    """The advert a record carries, checked like a TXT record over mDNS; None (logged) for
+    untrusted junk."""
+    try:
+        return decode_advert({k.encode(): v.encode() for k, v in m.txt.items()}, [m.address], m.port)
+    except InvalidAdvert as exc:
+        log.debug("ignoring an advert of %s: %s", printable(m.address), exc)
+        return None
+
+
 def gossip_to_pb(gossip: Gossip, sender: str) -> pb.Adverts:
     return pb.Adverts(
         header=header("", 0, sender),
-        adverts=[
-            pb.AdvertRecord(
-                address=str(r.advert.peer.address), port=r.advert.peer.port, txt=r.advert.to_txt(),
-                serial=r.serial, goodbye=r.goodbye,
-            )
-            for r in gossip.records
-        ],
+        adverts=[advert_to_pb(r.advert, r.serial, r.goodbye) for r in gossip.records],
         known=gossip.known,
     )
 
@@ -337,12 +347,8 @@ def gossip_from_pb(message: pb.Adverts) -> Gossip:
     logged and left out, exactly like TXT records over mDNS."""
     records = []
     for m in message.adverts[:MAX_RECORDS]:
-        try:
-            props = {k.encode(): v.encode() for k, v in m.txt.items()}
-            advert = decode_advert(props, [m.address], m.port)
-        except InvalidAdvert as exc:
-            log.debug("ignoring an advert of %s: %s", m.address, exc)
-            continue
-        records.append(Record(advert, m.serial, m.goodbye))
+        advert = advert_from_pb(m)
+        if advert is not None:
+            records.append(Record(advert, m.serial, m.goodbye))
     known = dict(list(message.known.items())[:MAX_RECORDS])
     return Gossip(tuple(records), known)

@@ -9,6 +9,7 @@ from typing import Optional, Sequence
 
 import grpc
 
+from ..core.advert import Advert
 from ..core.auth import AuthError, Keys
 from ..core.manifest import SyncSummary
 from ..core.member import (
@@ -184,10 +185,14 @@ async def _ask(endpoint: str, timeout: float, method: str, request: pb.StatusReq
             raise NoDaemonError(f"the daemon at {endpoint} did not answer: {exc.code().name} {details}") from None
 
 
-async def fetch_status(endpoint: str, timeout: float, keys: Optional[Keys] = None) -> NodeStatus:
+async def fetch_status(
+    endpoint: str, timeout: float, keys: Optional[Keys] = None, caller: Optional[Advert] = None,
+) -> NodeStatus:
     """The Status of the daemon at `endpoint`; NoDaemonError if it does not answer in time,
-    or (with `keys`) if its answer is not signed with them."""
-    signer, request = _auth.sign_request(keys, pb.StatusRequest())
+    or (with `keys`) if its answer is not signed with them. A peer sends its own advert as
+    the `caller` (see StatusRequest)."""
+    request = pb.StatusRequest(caller=_wire.advert_to_pb(caller)) if caller else pb.StatusRequest()
+    signer, request = _auth.sign_request(keys, request)
     response = await _ask(endpoint, timeout, "Status", request)
     try:
         signer.open(response)

@@ -16,7 +16,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from ..config import Timings
 from ..core import job as jobs
 from ..core import round as rounds
-from ..core.advert import PROTOCOL_VERSION
+from ..core.advert import PROTOCOL_VERSION, Advert
 from ..core.adverts import Gossip
 from ..core.auth import AuthError, Keys
 from ..core.manifest import out_of_sync
@@ -138,6 +138,9 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         #: Answers Exchange: what a node sent -> what it lacks, or None when this node takes
         #: no part in unicast discovery. Set by whoever owns the discovery.
         self.exchange: Callable[[Gossip], Optional[Gossip]] = lambda gossip: None
+        #: Takes the advert a peer sent with its Status request (a hint, like one heard over
+        #: mDNS). Set by whoever owns the discovery.
+        self.hint: Callable[[Advert], None] = lambda advert: None
 
     @property
     def heartbeat_interval(self) -> float:
@@ -452,7 +455,22 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
                 signer = _auth.open_request(self._keys, request)
             except AuthError as exc:
                 await self._refuse(context, _source(context), str(exc))
+        if request.HasField("caller"):
+            self._take_hint(request.caller, context)
         return signer.seal(_wire.status_to_pb(self._status()))
+
+    def _take_hint(self, record: pb.AdvertRecord, context: grpc.aio.ServicerContext) -> None:
+        """The advert of a peer that asks this node's Status: passed on if it is of this
+        job and comes from the address it claims."""
+        advert = _wire.advert_from_pb(record)
+        if advert is None or advert.job != self.round.job or advert.node_id == self._me.node_id:
+            return
+        try:
+            _check_source(advert.peer, _source(context))
+        except ValueError as exc:
+            log.debug("ignoring the advert sent with a Status request: %s", exc)
+            return
+        self.hint(advert)
 
     async def JobStatus(self, request: pb.StatusRequest, context: grpc.aio.ServicerContext) -> pb.JobStatusResponse:  # noqa: N802
         target = self._target()

@@ -44,19 +44,42 @@ class PeerView:
     unreachable: Mapping[str, float] = field(default_factory=dict)
     distrusted: frozenset[str] = frozenset()
     confirmed: Mapping[str, Advert] = field(default_factory=dict)
+    departed: frozenset[str] = frozenset()  # said goodbye (node ids are new at every start)
+    hints: frozenset[str] = frozenset()  # known only from a hint (see `hinted`)
 
     def seen(self, advert: Advert) -> "PeerView":
         """Add or update a discovered advert. Other jobs are not part of the view, nor
         nodes of the job on the other IP family (see `family_conflict`)."""
         if advert.job != self.me.job or advert.node_id == self.me.node_id or self.family_conflict(advert):
             return self
+        heard = {advert.node_id}
         if self.others.get(advert.node_id) == advert:
-            return self  # the same advert again (a cache refresh) is no sign of life
+            # The same advert again (a cache refresh) is no sign of life; from discovery, it
+            # is no longer a mere hint.
+            return replace(self, hints=self.hints - heard) if self.hints & heard else self
         return replace(
             self,
             others={**self.others, advert.node_id: advert},
             unreachable=_without(self.unreachable, advert.node_id),
+            departed=self.departed - heard,
+            hints=self.hints - heard,
         )
+
+    def hinted(self, advert: Advert) -> "PeerView":
+        """An advert a peer sent along with its Status request: it only introduces a node
+        this view does not know (discovery stays the source of what known nodes claim), and
+        never brings back one that said goodbye, whose request may arrive after it. Until
+        discovery hears of the node too, it is a hint: dropped if it does not answer."""
+        if advert.node_id in self.others or advert.node_id in self.departed:
+            return self
+        view = self.seen(advert)
+        return self if view is self else replace(view, hints=view.hints | {advert.node_id})
+
+    def unanswered(self, node_id: str) -> "PeerView":
+        """A node did not answer its Status: one known only from a hint is dropped, as no
+        goodbye or expiry from discovery, which never heard of it, would ever drop it. A
+        later hint may bring it back."""
+        return self._drop(node_id, departed=False) if node_id in self.hints else self
 
     def family_conflict(self, advert: Advert) -> Optional[str]:
         """A job uses one IP family for all its members: what to say of a node of this job
@@ -71,11 +94,16 @@ class PeerView:
         )
 
     def gone(self, node_id: str) -> "PeerView":
+        """The node said goodbye (or discovery's record of it expired)."""
+        return self._drop(node_id, departed=True)
+
+    def _drop(self, node_id: str, departed: bool) -> "PeerView":
         if node_id not in self.others:
             return self
         return replace(
             self, others=_without(self.others, node_id), unreachable=_without(self.unreachable, node_id),
-            confirmed=_without(self.confirmed, node_id),
+            confirmed=_without(self.confirmed, node_id), hints=self.hints - {node_id},
+            departed=self.departed | {node_id} if departed else self.departed,
         )
 
     def suspect(self, node_id: str, until: float) -> "PeerView":
@@ -110,11 +138,16 @@ class PeerView:
         )
 
     def unconfirmed(self) -> list[Advert]:
-        """Adverts whose claims no Status has confirmed yet (new ones, changed ones), and
-        those of suspected peers: an answer is what makes them candidates again."""
+        """Adverts whose claims no Status has confirmed yet (new ones, changed ones), those
+        of suspected peers (an answer is what makes them candidates again), and hints (a node
+        only a hint told of is asked until discovery hears of it too, as only a failed
+        answer would ever drop it: see `unanswered`)."""
         return [
             a for a in self.others.values()
-            if self._trusted(a) and (a.node_id in self.unreachable or not _same_claims(self.confirmed.get(a.node_id), a))
+            if self._trusted(a) and (
+                a.node_id in self.unreachable or a.node_id in self.hints
+                or not _same_claims(self.confirmed.get(a.node_id), a)
+            )
         ]
 
     @property

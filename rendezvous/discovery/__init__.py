@@ -28,7 +28,14 @@ class Gone:
     node_id: str
 
 
-DiscoveryEvent = Union[Seen, Gone]
+@dataclass(frozen=True)
+class Hinted:
+    """An advert a peer sent with its Status request (`PeerView.hinted`)."""
+
+    advert: Advert
+
+
+DiscoveryEvent = Union[Seen, Gone, Hinted]
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +84,7 @@ async def browse(
     def on_event(event: DiscoveryEvent) -> None:
         if isinstance(event, Seen):
             adverts[event.advert.node_id] = event.advert
-        else:
+        elif isinstance(event, Gone):
             adverts.pop(event.node_id, None)
 
     discovery = factory(address, None, on_event)

@@ -240,10 +240,12 @@ class Aborted(_message.Message):
     def __init__(self, reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., final: _Optional[bool] = ..., preflight: _Optional[bool] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
-    __slots__ = ("header",)
+    __slots__ = ("header", "caller")
     HEADER_FIELD_NUMBER: _ClassVar[int]
+    CALLER_FIELD_NUMBER: _ClassVar[int]
     header: Header
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ...) -> None: ...
+    caller: AdvertRecord
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., caller: _Optional[_Union[AdvertRecord, _Mapping]] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
     __slots__ = ("header", "self", "phase", "expect", "coordinator", "members", "tf_config", "rank", "seen", "trainer_pid", "trainer_uptime_seconds", "exit_code", "fingerprint", "tensorflow", "gpus", "preflight", "progress", "expect_min")

@@ -27,6 +27,7 @@ from .core.advert import Phase
 from .core.manifest import PreviousChief
 from .core.status import NodeStatus
 from .core.tf_config import Membership
+from .core.family import left_out_message, switch_message, switched
 from .core.view import PeerView
 from .core.member import RoundEnd, is_last_round
 from .core.seeds import lonely_hint, parse_seeds
@@ -85,7 +86,7 @@ class Node:
         self._stopping_reported = False
         self._tasks: set[asyncio.Task] = set()
         self._hint: Optional[str] = None
-        self._other_family: set[str] = set()  # nodes of the job on the other IP family, named once
+        self._left_out: set[str] = set()  # nodes of the job that cannot use its IP family, named once
         self._res: Resources
         self._rendezvous_seconds: Optional[float] = None
         # The chief of the last round whose commands started: its --sync-dir is the real one.
@@ -270,14 +271,19 @@ class Node:
     # -- discovery -----------------------------------------------------------------
 
     def _on_discovery(self, event: DiscoveryEvent) -> None:
-        if isinstance(event, Seen):
-            conflict = self.view.family_conflict(event.advert)
-            if conflict and event.advert.node_id not in self._other_family:
-                self._other_family.add(event.advert.node_id)
-                log.warning("%s", conflict)
-            self._res.update_view(self.view.seen(event.advert))
-        else:
-            self._res.update_view(self.view.gone(event.node_id))
+        view = self.view.seen(event.advert) if isinstance(event, Seen) else self.view.gone(event.node_id)
+        family = view.family
+        for member in family.left_out:
+            if member.node_id not in self._left_out:
+                self._left_out.add(member.node_id)
+                log.warning("%s", left_out_message(member, self.config.job, family.version))
+        moved = switched(view.me, family) if self._phase is Phase.WAITING else None
+        if moved is not None:  # before the freeze: a frozen round keeps its addresses
+            log.warning("%s", switch_message(moved, self.config.job, view.adverts))
+            self._res.switch(moved.peer)
+            self._spawn(self._update_advert(moved), "advertise-family")
+            view = view.with_me(moved)
+        self._res.update_view(view)
 
     def _advertise(self, phase: Phase, round: Optional[int] = None) -> None:
         coordinator = self._membership.coordinator.endpoint if self._membership else None

@@ -7,7 +7,7 @@ import logging
 import math
 import time
 from collections import Counter
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -138,6 +138,10 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         #: Answers Exchange: what a node sent -> what it lacks, or None when this node takes
         #: no part in unicast discovery. Set by whoever owns the discovery.
         self.exchange: Callable[[Gossip], Optional[Gossip]] = lambda gossip: None
+
+    def moved(self, me: Peer) -> None:
+        """This node now advertises its address of the job's IP family (core.family)."""
+        self._me = me
 
     @property
     def heartbeat_interval(self) -> float:
@@ -521,17 +525,27 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         return self._message(rejected=pb.Rejected(reason=reason, message=message))
 
 
-def bind_server(host: str, port: int, keepalive: float = Timings.keepalive) -> tuple[grpc.aio.Server, int]:
-    """Create a server bound to host:port (0 = any free port); return it and the bound port."""
-    check_port_free(host, port)
+def bind_server(
+    host: str, port: int, keepalive: float = Timings.keepalive, also: Sequence[str] = ()
+) -> tuple[grpc.aio.Server, int]:
+    """Create a server bound to host:port (0 = any free port), and to the same port on the
+    hosts `also` names (a dual-stack node's other address); return it and the bound port."""
+    for name in (host, *also):
+        check_port_free(name, port)
     server = grpc.aio.server(options=_wire.server_options(keepalive))
+    for name in (host, *also):
+        port = _add_port(server, name, port)
+    return server, port
+
+
+def _add_port(server: grpc.aio.Server, host: str, port: int) -> int:
     try:
         bound = server.add_insecure_port(f"{host}:{port}")
     except RuntimeError as exc:  # grpc raises RuntimeError when it cannot bind
         raise OSError(f"cannot listen on {host}:{port}: {exc}") from None
     if bound == 0:
         raise OSError(f"cannot listen on {host}:{port}")
-    return server, bound
+    return bound
 
 
 class _Handlers:

@@ -281,7 +281,7 @@ class Node:
         if moved is not None:  # before the freeze: a frozen round keeps its addresses
             log.warning("%s", switch_message(moved, self.config.job, view.adverts))
             self._res.switch(moved.peer)
-            self._spawn(self._update_advert(moved), "advertise-family")
+            self._spawn(self._update_advert(), "advertise-family")
             view = view.with_me(moved)
         self._res.update_view(view)
 
@@ -290,7 +290,7 @@ class Node:
         round = round or (self._membership.round if self._membership else self.view.me.round)
         advert = replace(self.view.me.with_phase(phase, coordinator), round=round)
         self._res.view = self.view.with_me(advert)
-        self._spawn(self._update_advert(advert), f"advertise-{phase.value}")
+        self._spawn(self._update_advert(), f"advertise-{phase.value}")
 
     def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
         """A task of this node, cancelled at shutdown."""
@@ -310,9 +310,11 @@ class Node:
         log.warning("%s", self._hint)
         self.reporter.update(self.status())
 
-    async def _update_advert(self, advert) -> None:
+    async def _update_advert(self) -> None:
+        """Announce this node's advert as it is after the delay: changes made meanwhile
+        (a phase, a switch of IP family and back) go out as one, never in the wrong order."""
         await asyncio.sleep(self.config.timings.advertise_delay)
-        await self._res.discovery.update(advert)
+        await self._res.discovery.update(self.view.me)
 
 
 async def run_node(config: JoinConfig, reporter: Optional[Reporter] = None) -> int:

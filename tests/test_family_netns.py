@@ -14,17 +14,27 @@ from peers import assert_consistent, join_argv, records, start_peer
 pytestmark = pytest.mark.netns
 
 
-def start(net, tmp_path, out, expect, options=()):
+def start(net, tmp_path, out, expect, options_of=lambda host: ()):
     job = f"f-{secrets.token_hex(4)}"
-    argv = join_argv(expect, job, out, options=options)
-    return [start_peer(argv, tmp_path, host.name, popen=host.popen) for host in net.hosts]
+    return [
+        start_peer(join_argv(expect, job, out, options=options_of(host)), tmp_path, host.name, popen=host.popen)
+        for host in net.hosts
+    ]
 
 
-def test_dual_stack_hosts_switch_to_ipv6_for_a_job_with_an_ipv6_only_host(make_network, tmp_path):
+def seeds_of(net):
+    """Unicast discovery only: every host names the first one, by an address it has."""
+    seed = net.hosts[0]
+    return lambda host: ["--discovery", "unicast", "--timings", "gossip-interval=0.3",
+                         "--peer", seed.address if host.has_ipv4 else f"[{seed.address6}]"]
+
+
+@pytest.mark.parametrize("seeds", [False, True], ids=["mdns", "seed"])
+def test_dual_stack_hosts_switch_to_ipv6_for_a_job_with_an_ipv6_only_host(make_network, tmp_path, seeds):
     net = make_network(3, subnet6="fd00:214::/64", families=["46", "46", "6"])
     out = tmp_path / "out"
     out.mkdir()
-    peers = start(net, tmp_path, out, 3)
+    peers = start(net, tmp_path, out, 3, seeds_of(net) if seeds else lambda host: ())
     for peer in peers:
         assert peer.wait() == 0, peer.log
     only6 = net.hosts[2].address6

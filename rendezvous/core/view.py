@@ -116,14 +116,19 @@ class PeerView:
         """Adverts whose claims no Status has confirmed yet (new ones, changed ones), and
         those of suspected peers: an answer is what makes them candidates again."""
         return [
-            a for a in self.others.values()
-            if self._trusted(a) and self._same_family(a) and (a.node_id in self.unreachable or not _same_claims(self.confirmed.get(a.node_id), a))
+            a for a in self._counted()
+            if a.node_id in self.unreachable or not _same_claims(self.confirmed.get(a.node_id), a)
         ]
+
+    def _counted(self) -> list[Advert]:
+        """The adverts of other peers that may become candidates: trusted, and of this
+        node's family."""
+        return [a for a in self.others.values() if self._trusted(a) and self._same_family(a)]
 
     @property
     def _candidates(self) -> list[Advert]:
         """The other peers that count, with their claims as their Status confirmed them."""
-        found = (self.confirmed.get(a.node_id) for a in self.others.values() if self._trusted(a) and self._same_family(a))
+        found = (self.confirmed.get(a.node_id) for a in self._counted())
         return [c for c in found if c is not None and c.peer == self.others[c.node_id].peer]
 
     def with_me(self, me: Advert) -> "PeerView":

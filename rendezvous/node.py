@@ -27,7 +27,7 @@ from .core.advert import Phase
 from .core.manifest import PreviousChief
 from .core.status import NodeStatus
 from .core.tf_config import Membership
-from .core.family import left_out_message, switch_message, switched
+from .core.family import Family, left_out_message, switch_message, switched
 from .core.view import PeerView
 from .core.member import RoundEnd, is_last_round
 from .core.seeds import lonely_hint, parse_seeds
@@ -272,18 +272,27 @@ class Node:
 
     def _on_discovery(self, event: DiscoveryEvent) -> None:
         view = self.view.seen(event.advert) if isinstance(event, Seen) else self.view.gone(event.node_id)
-        family = view.family
+        self._name_left_out(view.family)
+        self._res.update_view(self._switch_family(view))
+
+    def _name_left_out(self, family: Family) -> None:
+        """Say once of each member of the job that cannot use its IP family that it is out."""
         for member in family.left_out:
             if member.node_id not in self._left_out:
                 self._left_out.add(member.node_id)
                 log.warning("%s", left_out_message(member, self.config.job, family.version))
-        moved = switched(view.me, family) if self._phase is Phase.WAITING else None
-        if moved is not None:  # before the freeze: a frozen round keeps its addresses
-            log.warning("%s", switch_message(moved, self.config.job, view.adverts))
-            self._res.switch(moved.peer)
-            self._spawn(self._update_advert(), "advertise-family")
-            view = view.with_me(moved)
-        self._res.update_view(view)
+
+    def _switch_family(self, view: PeerView) -> PeerView:
+        """The view with this node on its address of the job's IP family, when it advertises
+        the other one; only before the freeze: a frozen round keeps its addresses."""
+        frozen = self._phase is not Phase.WAITING or (self._joiner is not None and self._joiner.state.frozen)
+        moved = None if frozen else switched(view.me, view.family)
+        if moved is None:
+            return view
+        log.warning("%s", switch_message(moved, self.config.job, view.adverts))
+        self._res.switch(moved.peer)
+        self._spawn(self._update_advert(), "advertise-family")
+        return view.with_me(moved)
 
     def _advertise(self, phase: Phase, round: Optional[int] = None) -> None:
         coordinator = self._membership.coordinator.endpoint if self._membership else None

@@ -27,13 +27,18 @@ Rules, in order:
    interface with a usable IPv4 address (see :func:`is_usable_ipv4`).
    If nothing is usable, :class:`AddressError` lists every candidate and why
    it was not taken.
+
+Unless ``--address`` pinned one, a dual-stack host also knows its address of the other
+family (:attr:`AddressChoice.alternate`): a global or ULA IPv6 address (or a usable IPv4
+one) on the chosen interface, else on the other family's default route interface. A job
+whose members do not all share one family uses it (see ``core.family``).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Mapping, Sequence, Union
 
 from rendezvous.errors import AddressError
@@ -93,6 +98,9 @@ class AddressChoice:
     address: IPAddress
     interface: str | None
     reason: str
+    # This host's usable address of the other IP family, if it has one and --address did
+    # not pin the family.
+    alternate: IPAddress | None = None
 
 
 @dataclass(frozen=True)
@@ -283,9 +291,8 @@ def select_address(
         if interface is not None:
             return AddressChoice(choice.address, interface, f"given with --address and --interface {interface}")
         return choice
-    if interface is not None:
-        return _by_interface(table, interface)
-    return _automatic(table, routes)
+    choice = _by_interface(table, interface) if interface is not None else _automatic(table, routes)
+    return _with_alternate(choice, table, routes)
 
 
 def _by_address(table: Mapping[str, Sequence[IPInterface]], value: str | IPAddress) -> AddressChoice:
@@ -375,6 +382,23 @@ def _ipv6_default(table: Mapping[str, Sequence[IPInterface]], route: Route | Non
         return None
     reason = f"interface {route.interface} carries the IPv6 default route (no usable IPv4 one)"
     return AddressChoice(usable[0], route.interface, reason)
+
+
+def _with_alternate(
+    choice: AddressChoice, table: Mapping[str, Sequence[IPInterface]], routes: Sequence[Route]
+) -> AddressChoice:
+    """The choice with this host's address of the other family: on the chosen interface,
+    else on the interface of that family's default route (unless excluded)."""
+    other, usable = (6, is_usable_ipv6) if choice.address.version == 4 else (4, is_usable_ipv4)
+    route = default_route(routes, other)
+    names = [choice.interface]
+    if route is not None and route.interface in table and not _exclusion(route.interface, table[route.interface]):
+        names.append(route.interface)
+    for name in names:
+        found = [i.ip for i in table.get(name or "", ()) if usable(i.ip)]
+        if found:
+            return replace(choice, alternate=found[0])
+    return choice
 
 
 def _automatic(table: Mapping[str, Sequence[IPInterface]], routes: Sequence[Route]) -> AddressChoice:

@@ -415,10 +415,12 @@ OPTIONS: tuple[Option, ...] = (
            help="with --expect MIN:MAX, how long a round with at least MIN peers waits for "
                 "another one before it starts (default: 3)"),
     Option("address", Kind.TEXT, _address_problem, None, group="network", metavar="IP",
-           help="advertise and listen on this local IP (default: the address of the "
-                "interface that carries the default route)"),
+           help="advertise and listen on this local IP, and use its family only (default: the "
+                "address of the interface that carries the default route, and on a dual-stack "
+                "host its IPv6 one too, for a job that needs IPv6)"),
     Option("interface", Kind.TEXT, _interface_problem, None, group="network", metavar="NAME",
-           help="advertise and listen on the address of this interface, e.g. eth0"),
+           help="advertise and listen on the address of this interface, e.g. eth0 (its IPv4 "
+                "one, and its IPv6 one too for a job that needs IPv6)"),
     Option("port", Kind.WHOLE, _port_problem, None, group="network", metavar="PORT",
            help=f"port of this node's rendezvous gRPC server; 0: any free port (default: "
                 f"{DEFAULT_PORT}, or any free port when another daemon of this host has it)"),

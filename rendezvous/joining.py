@@ -113,7 +113,7 @@ class Joiner:
         while True:
             self._res.view_changed.clear()  # the target is computed now: older changes are seen
             target = self._res.view.target(time.monotonic())
-            self.state = self.state.joining(target.endpoint, target.peer)
+            self.state = self.state.joining(target.endpoint, target.peer, self._res.me)
             self.session = self._connect(
                 target.endpoint, self._res.me, self._config.job, self._round, self._config.expect,
                 timings.keepalive, fingerprint=self._res.fingerprint,

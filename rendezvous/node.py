@@ -27,6 +27,7 @@ from .core.advert import Phase
 from .core.manifest import PreviousChief
 from .core.status import NodeStatus
 from .core.tf_config import Membership
+from .core.family import Family, left_out_message, switch_message, switched
 from .core.view import PeerView
 from .core.member import RoundEnd, is_last_round
 from .core.seeds import lonely_hint, parse_seeds
@@ -85,7 +86,7 @@ class Node:
         self._stopping_reported = False
         self._tasks: set[asyncio.Task] = set()
         self._hint: Optional[str] = None
-        self._other_family: set[str] = set()  # nodes of the job on the other IP family, named once
+        self._left_out: set[str] = set()  # nodes of the job that cannot use its IP family, named once
         self._res: Resources
         self._rendezvous_seconds: Optional[float] = None
         # The chief of the last round whose commands started: its --sync-dir is the real one.
@@ -271,21 +272,37 @@ class Node:
 
     def _on_discovery(self, event: DiscoveryEvent) -> None:
         if isinstance(event, Gone):
-            self._res.update_view(self.view.gone(event.node_id))
-            return
-        conflict = self.view.family_conflict(event.advert)
-        if conflict and event.advert.node_id not in self._other_family:
-            self._other_family.add(event.advert.node_id)
-            log.warning("%s", conflict)
-        view = self.view.seen(event.advert) if isinstance(event, Seen) else self.view.hinted(event.advert)
-        self._res.update_view(view)
+            view = self.view.gone(event.node_id)
+        else:
+            view = self.view.seen(event.advert) if isinstance(event, Seen) else self.view.hinted(event.advert)
+        self._name_left_out(view.family)
+        self._res.update_view(self._switch_family(view))
+
+    def _name_left_out(self, family: Family) -> None:
+        """Say once of each member of the job that cannot use its IP family that it is out."""
+        for member in family.left_out:
+            if member.node_id not in self._left_out:
+                self._left_out.add(member.node_id)
+                log.warning("%s", left_out_message(member, self.config.job, family.version))
+
+    def _switch_family(self, view: PeerView) -> PeerView:
+        """The view with this node on its address of the job's IP family, when it advertises
+        the other one; only before the freeze: a frozen round keeps its addresses."""
+        frozen = self._phase is not Phase.WAITING or (self._joiner is not None and self._joiner.state.frozen)
+        moved = None if frozen else switched(view.me, view.family)
+        if moved is None:
+            return view
+        log.warning("%s", switch_message(moved, self.config.job, view.adverts))
+        self._res.switch(moved.peer)
+        self._spawn(self._update_advert(), "advertise-family")
+        return view.with_me(moved)
 
     def _advertise(self, phase: Phase, round: Optional[int] = None) -> None:
         coordinator = self._membership.coordinator.endpoint if self._membership else None
         round = round or (self._membership.round if self._membership else self.view.me.round)
         advert = replace(self.view.me.with_phase(phase, coordinator), round=round)
         self._res.view = self.view.with_me(advert)
-        self._spawn(self._update_advert(advert), f"advertise-{phase.value}")
+        self._spawn(self._update_advert(), f"advertise-{phase.value}")
 
     def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
         """A task of this node, cancelled at shutdown."""
@@ -305,9 +322,11 @@ class Node:
         log.warning("%s", self._hint)
         self.reporter.update(self.status())
 
-    async def _update_advert(self, advert) -> None:
+    async def _update_advert(self) -> None:
+        """Announce this node's advert as it is after the delay: changes made meanwhile
+        (a phase, a switch of IP family and back) go out as one, never in the wrong order."""
         await asyncio.sleep(self.config.timings.advertise_delay)
-        await self._res.discovery.update(advert)
+        await self._res.discovery.update(self.view.me)
 
 
 async def run_node(config: JoinConfig, reporter: Optional[Reporter] = None) -> int:

@@ -14,9 +14,12 @@ def _bind(host: str, port: int, family: socket.AddressFamily) -> socket.socket:
     """A TCP socket bound to host:port. A fixed port gets SO_REUSEADDR, as gRPC's and
     TensorFlow's listeners set it: a port held only by connections in TIME_WAIT (the
     previous run's) counts as free, one some process listens on does not. Port 0 does
-    not: two sockets could then be handed the same port."""
+    not: two sockets could then be handed the same port. The IPv6 wildcard takes IPv4
+    too (IPV6_V6ONLY off, whatever the system's default)."""
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
+        if host == "::":
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
         if port:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
@@ -46,7 +49,9 @@ class PortReservation:
     """Holds the TF worker port until the command starts, so nothing else takes it.
 
     TensorFlow's gRPC server listens on every interface whatever TF_CONFIG says, so the
-    port is checked free on the wildcard address, not only on the advertised one.
+    port is checked free on the wildcard address, not only on the advertised one. With
+    `ipv6` that is the IPv6 wildcard, which also holds the port for IPv4 (a dual-stack
+    node may be told to use either family).
     """
 
     def __init__(self, port: int = 0, ipv6: bool = False) -> None:

@@ -74,7 +74,13 @@ class Resources:
     def hold_tf_port(self) -> None:
         """Hold this node's TF port again for the next round (the last command bound it)."""
         self.reservation.release()
-        self.reservation = PortReservation(self.me.tf_port, ipv6=self.me.address.version == 6)
+        self.reservation = PortReservation(self.me.tf_port, ipv6=6 in self.view.me.versions)
+
+    def switch(self, me: Peer) -> None:
+        """This node uses its address of the job's IP family now (core.family): the server
+        already listens there; the Join and the coordinator service take it from here."""
+        self.me = me
+        self.service.moved(me)
 
     def update_view(self, view: PeerView) -> None:
         self.view = view
@@ -136,17 +142,21 @@ def bind_resources(
         )
     choice = choose_address(config.address, config.interface)
     address = choice.address
-    log.info("node %s uses %s: %s", node_id, address, choice.reason)
+    also = f"; also {choice.alternate} if its job uses IPv{choice.alternate.version}" if choice.alternate else ""
+    log.info("node %s uses %s: %s%s", node_id, address, choice.reason, also)
     check_command(config.command)
-    reservation = PortReservation(config.tf_port, ipv6=address.version == 6)
+    addresses = [address, *([choice.alternate] if choice.alternate else [])]
+    reservation = PortReservation(config.tf_port, ipv6=any(a.version == 6 for a in addresses))
     try:
-        server, port = _bind(address, config)
+        server, port = _bind(addresses, config)
     except OSError as exc:
         reservation.release()
         raise AddressError(f"--port {config.port}: {exc}") from None
     me = Peer(node_id=node_id, address=address, port=port, tf_port=reservation.port)
     shown = {"tensorflow": fingerprint.tensorflow, "gpus": fingerprint.describe_gpus()} if fingerprint else {}
-    view = PeerView(Advert(peer=me, job=config.job, expect=config.expect, auth=keys is not None, **shown))
+    view = PeerView(Advert(
+        peer=me, job=config.job, expect=config.expect, auth=keys is not None, alternate=choice.alternate, **shown,
+    ))
 
     def target() -> Target:
         return resources.view.target(time.monotonic())
@@ -170,18 +180,19 @@ def bind_resources(
     return resources
 
 
-def _bind(address: IPAddress, config: JoinConfig) -> tuple[grpc.aio.Server, int]:
-    """The gRPC server on --port; without one on DEFAULT_PORT, where seeds are asked, or on
-    any free port when another daemon of this host (another job) holds that one."""
-    host = f"[{address}]" if address.version == 6 else str(address)
+def _bind(addresses: list[IPAddress], config: JoinConfig) -> tuple[grpc.aio.Server, int]:
+    """The gRPC server on --port, on every address of this node (both of a dual-stack
+    one); without --port on DEFAULT_PORT, where seeds are asked, or on any free port when
+    another daemon of this host (another job) holds that one."""
+    host, *also = (f"[{a}]" if a.version == 6 else str(a) for a in addresses)
     if config.port is not None:
-        return bind_server(host, config.port, config.timings.keepalive)
+        return bind_server(host, config.port, config.timings.keepalive, also)
     try:
-        return bind_server(host, DEFAULT_PORT, config.timings.keepalive)
+        return bind_server(host, DEFAULT_PORT, config.timings.keepalive, also)
     except OSError as exc:
         log.warning("port %d is taken (%s): listening on a free port instead; seeds naming this "
                     "host must give it", DEFAULT_PORT, exc)
-        return bind_server(host, 0, config.timings.keepalive)
+        return bind_server(host, 0, config.timings.keepalive, also)
 
 
 async def run_all(*steps: tuple[str, Optional[Callable[[], object]]]) -> None:

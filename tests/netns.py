@@ -173,7 +173,18 @@ class Host:
     interface: str = "eth0"
     prefixlen: int = 24
     segment: int = 0
+    #: Its ULA IPv6 address on a dual-stack network (``subnet6``), if it has one.
+    address6: str | None = None
+    #: Whether ``address`` is IPv4 and assigned (False on an IPv6-only host of a dual-stack
+    #: network, whose ``address`` is then ``address6``).
+    has_ipv4: bool = True
     _procs: list[subprocess.Popen] = field(default_factory=list, repr=False)
+
+    @property
+    def assigned(self) -> list[str]:
+        """``address/prefixlen`` of every address of eth0."""
+        own = [f"{self.address}/{self.prefixlen}"] if self.has_ipv4 or self.address6 is None else []
+        return own + ([f"{self.address6}/64"] if self.address6 else [])
 
     def command(self, argv: Sequence[str]) -> list[str]:
         """``argv`` prefixed to run inside this host's namespace."""
@@ -222,11 +233,20 @@ class Network:
     onto that many bridges, each with its share of ``subnet``, joined by a router
     namespace ``...-rt`` that forwards unicast only; a segment's first address is the
     router's, and the hosts' default route goes through it.
+
+    ``subnet6`` (a ULA /64; one segment, multicast on): the hosts are dual-stack, host ``i``
+    also has the ``i+1``-th address of ``subnet6`` and an IPv6 default route; ``families``
+    gives each host ``"46"`` (both, the default), ``"4"`` or ``"6"`` (one family only).
     """
 
-    def __init__(self, n_hosts: int, subnet: str = DEFAULT_SUBNET, multicast: bool = True, segments: int = 1) -> None:
+    def __init__(
+        self, n_hosts: int, subnet: str = DEFAULT_SUBNET, multicast: bool = True, segments: int = 1,
+        subnet6: str | None = None, families: Sequence[str] = (),
+    ) -> None:
         if n_hosts < segments or segments < 1:
             raise ValueError("a network needs at least one host per segment")
+        if subnet6 is not None and (segments > 1 or not multicast or ipaddress.ip_network(subnet).version != 4):
+            raise ValueError("a dual-stack network has one segment, multicast, and an IPv4 subnet")
         net = ipaddress.ip_network(subnet)
         if not net.is_private or net.is_loopback or net.is_link_local:
             raise ValueError(f"subnet {subnet} must be a private network (e.g. 10.213.0.0/24 or fd00:213::/64)")
@@ -250,8 +270,20 @@ class Network:
             segment = i // per
             address = str(next(addrs[segment]))
             self.hosts.append(Host(i, f"{self.prefix}h{i}", address, prefixlen=parts[segment].prefixlen, segment=segment))
+        if subnet6 is not None:
+            self._add_ipv6(ipaddress.ip_network(subnet6), families or ["46"] * n_hosts)
         self._created: list[str] = []
         self.is_up = False
+
+    def _add_ipv6(self, subnet6: ipaddress.IPv4Network | ipaddress.IPv6Network, families: Sequence[str]) -> None:
+        if subnet6.version != 6 or not subnet6.is_private or subnet6.prefixlen != 64:
+            raise ValueError(f"subnet6 {subnet6} must be a ULA /64 (e.g. fd00:213::/64)")
+        if len(families) != self.n_hosts or not set(families) <= {"4", "6", "46"}:
+            raise ValueError(f"families must give each of the {self.n_hosts} hosts '4', '6' or '46'")
+        for host, v6, family in zip(self.hosts, subnet6.hosts(), families):
+            host.address6 = str(v6) if "6" in family else None
+            host.has_ipv4 = "4" in family
+            host.address = host.address if host.has_ipv4 else str(v6)
 
     # -- context manager ---------------------------------------------------
 
@@ -340,14 +372,14 @@ class Network:
         return " nodad" if self.subnet.version == 6 else ""  # usable at once
 
     def _setup_host(self, host: Host) -> None:
-        default = "default" if self.subnet.version == 4 else "::/0"
         via = f"via {self.gateways[host.segment]} " if self.gateways else ""
+        versions = sorted({ipaddress.ip_interface(a).version for a in host.assigned})
         lines = [
             "link set lo up",
             f"link set {host.interface} multicast on",
-            f"addr add {host.address}/{host.prefixlen} dev {host.interface}{self._nodad}",
+            *(f"addr add {a} dev {host.interface}{' nodad' if ':' in a else ''}" for a in host.assigned),  # usable at once
             f"link set {host.interface} up",
-            f"route add {default} {via}dev {host.interface}",
+            *(f"route add {'default' if v == 4 else '::/0'} {via}dev {host.interface}" for v in versions),
             *self._neighbours(host.segment, host.interface, host.address),
         ]
         _ip("-n", host.name, "-batch", "-", stdin="\n".join(lines) + "\n")

@@ -17,6 +17,7 @@ from rendezvous.address import (
     default_route,
     excluded_prefix,
     is_usable_ipv4,
+    is_usable_ipv6,
     parse_ipv6_routes,
     parse_routes,
     read_adapters,
@@ -206,6 +207,51 @@ def test_an_ipv6_only_host_uses_a_ula_or_global_address_of_the_ipv6_default_rout
 
 def test_ipv4_wins_over_ipv6_on_a_dual_stack_host():
     assert select_address(LAPTOP, [default6("eth0"), default("eth0")]).address == ip("192.168.1.20")
+
+
+DUAL = {"lo": ["127.0.0.1/8", "::1/128"], "eth0": ["192.168.1.20/24", "fe80::1/64", "2a01:4f8::20/64"]}
+
+
+def test_a_dual_stack_host_also_knows_its_ipv6_address_on_the_same_interface():
+    choice = select_address(DUAL, [default6("eth0"), default("eth0")])
+    assert choice.address == ip("192.168.1.20") and choice.alternate == ip("2a01:4f8::20")
+    assert select_address(LAPTOP, [default("eth0")]).alternate is None  # 2001:db8::/32 is for documentation
+
+
+def test_the_alternate_may_be_on_the_ipv6_default_routes_interface():
+    adapters = {"eth0": ["10.0.0.2/24"], "eth1": ["fe80::3/64", "fd00::3/64"]}
+    choice = select_address(adapters, [default("eth0"), default6("eth1")])
+    assert (choice.interface, choice.alternate) == ("eth0", ip("fd00::3"))
+
+
+def test_the_alternate_is_never_link_local_loopback_or_on_an_excluded_interface():
+    adapters = {"lo": ["::1/128"], "eth0": ["10.0.0.2/24", "fe80::2/64"], "docker0": ["fd00::9/64"]}
+    assert select_address(adapters, [default("eth0"), default6("docker0")]).alternate is None
+    assert select_address(adapters, [default("eth0"), default6("lo")]).alternate is None
+
+
+def test_an_ipv6_only_host_has_no_alternate():
+    adapters = {"eth0": ["fe80::2/64", "fd00::2/64"]}
+    assert select_address(adapters, [default6("eth0")]).alternate is None
+
+
+def test_an_ipv6_primary_takes_a_usable_ipv4_of_its_interface_as_alternate():
+    adapters = {"eth0": ["169.254.0.2/16", "fd00::2/64"], "eth1": ["10.1.0.2/24"]}
+    choice = select_address(adapters, [default6("eth0")])
+    assert (choice.address, choice.alternate) == (ip("fd00::2"), None)  # link-local IPv4 is no alternate
+    # the IPv4 default route is on an interface that is gone
+    choice = select_address({"eth0": ["fd00::2/64", "10.1.0.2/24"]}, [default("eth1"), default6("eth0")])
+    assert (choice.address, choice.alternate) == (ip("fd00::2"), ip("10.1.0.2"))
+
+
+def test_an_interface_given_gives_its_ipv6_address_as_alternate():
+    choice = select_address(DUAL, [], interface="eth0")
+    assert (choice.address, choice.alternate) == (ip("192.168.1.20"), ip("2a01:4f8::20"))
+
+
+@pytest.mark.parametrize("address", ["192.168.1.20", "2a01:4f8::20"])
+def test_an_address_given_pins_the_family(address):
+    assert select_address(DUAL, [default6("eth0"), default("eth0")], address=address).alternate is None
 
 
 def test_an_ipv6_default_route_without_a_usable_ipv6_address_falls_back_to_ipv4():
@@ -549,6 +595,7 @@ def test_automatic_choice_is_always_a_usable_local_ipv4_or_an_address_error(adap
     best = default_route(routes)
     if best is not None and best.interface == choice.interface:
         assert "default route" in choice.reason
+    assert choice.alternate is None or is_usable_ipv6(choice.alternate)
 
 
 @given(adapters=st.dictionaries(names, st.lists(st.one_of(ipv4s, ipv6s), max_size=4), max_size=6), data=st.data())

@@ -343,13 +343,13 @@ def test_invalid_advert_is_a_value_error():
 # Properties
 # --------------------------------------------------------------------------
 
-KNOWN_KEYS = [b"v", b"job", b"expect", b"node", b"port", b"tfport", b"phase", b"round", b"coord"]
+KNOWN_KEYS = [b"v", b"job", b"expect", b"node", b"port", b"tfport", b"phase", b"round", b"coord", b"alt"]
 
 values = st.one_of(
     st.none(),
     st.binary(max_size=40),
     st.from_regex(rb"[0-9]{1,25}", fullmatch=True),
-    st.sampled_from([b"1", b"0", b"default", b"deadbeef", b"waiting", b"frozen", b"7000", b"\xff", b"-1", b""]),
+    st.sampled_from([b"1", b"0", b"default", b"deadbeef", b"waiting", b"frozen", b"7000", b"\xff", b"-1", b"", b"fd00::7"]),
 )
 keys = st.one_of(st.sampled_from(KNOWN_KEYS), st.binary(max_size=10))
 records = st.dictionaries(keys, values, max_size=14)
@@ -446,3 +446,60 @@ def test_the_advert_says_a_token_is_wanted_never_which():
     advert = Advert(peer=ME, job="j", expect=2, auth=True)
     assert advert.to_txt()["auth"] == "1"
     assert "auth" not in dataclasses.replace(advert, auth=False).to_txt()
+
+
+# --------------------------------------------------------------------------
+# A dual-stack node's alternate address
+# --------------------------------------------------------------------------
+
+DUAL = Advert(peer=ME, job="default", expect=Size.fixed(2), alternate=ip("fd00::7"))
+
+
+@pytest.mark.parametrize("addresses", [["10.0.0.7", "fd00::7"], ["fd00::7", "10.0.0.7"]])
+def test_the_alternate_goes_out_and_comes_back_whatever_order_the_addresses_resolve_in(addresses):
+    assert DUAL.to_txt()["alt"] == "fd00::7"
+    assert decode_advert(as_props(DUAL.to_txt()), addresses, 7000) == DUAL
+
+
+def test_a_switched_advert_keeps_its_node_and_swaps_its_addresses():
+    switched = DUAL.using(6)
+    assert switched is not None and switched.node_id == DUAL.node_id
+    assert (switched.peer.address, switched.alternate) == (ip("fd00::7"), ip("10.0.0.7"))
+    assert decode_advert(as_props(switched.to_txt()), ["10.0.0.7", "fd00::7"], 7000) == switched
+    assert switched.using(4) == DUAL and DUAL.using(4) is DUAL
+
+
+def test_versions_and_using_of_a_single_family_advert():
+    single = dataclasses.replace(DUAL, alternate=None)
+    assert single.versions == {4} and DUAL.versions == {4, 6}
+    assert single.using(6) is None and "alt" not in single.to_txt()
+
+
+@pytest.mark.parametrize(
+    "alt, addresses, why",
+    [
+        ("10.0.0.8", ["10.0.0.7"], "of the family"),
+        ("fd00::7", ["fd00::7"], "no address besides"),
+        ("fe80::7", ["10.0.0.7"], "cannot be reached"),
+        ("::1", ["10.0.0.7"], "cannot be reached"),
+        ("ff02::fb", ["10.0.0.7"], "cannot be reached"),
+        ("::", ["10.0.0.7"], "cannot be reached"),
+        ("host.example", ["10.0.0.7"], "not a numeric IP"),
+        ("fd00::7%eth0", ["10.0.0.7"], "has a zone"),
+    ],
+)
+def test_a_bad_alternate_is_refused(alt, addresses, why):
+    with pytest.raises(InvalidAdvert, match=why):
+        decode_advert(txt(alt=alt), addresses, 7000)
+
+
+@settings(deadline=None)
+@given(adverts, st.ip_addresses(v=4), st.ip_addresses(v=6), st.booleans())
+def test_encode_decode_round_trip_of_dual_stack_adverts(advert, v4, v6, reverse):
+    alternate = v6 if advert.peer.address.version == 4 else v4
+    if alternate.is_loopback or alternate.is_link_local or alternate.is_multicast or alternate.is_unspecified:
+        return
+    advert = dataclasses.replace(advert, alternate=alternate)
+    addresses = [str(advert.peer.address), str(alternate)]
+    decoded = decode_advert(as_props(advert.to_txt()), addresses[::-1] if reverse else addresses, advert.peer.port)
+    assert decoded == advert

@@ -113,6 +113,16 @@ def test_a_frozen_list_with_me_as_someone_else_fails():
     assert "froze this node as" in str(result.action.error)
 
 
+def test_a_stream_opened_after_a_switch_of_family_is_frozen_as_the_switched_node():
+    moved = peer("fd00::10", ME.node_id)
+    target = peer("fd00::9", A.node_id)
+    membership = Membership.freeze("j", 1, [target, moved])
+    state = Member(ME, suspect_after=3.0).joining(target.endpoint, target, moved)
+    assert state.me == moved and joining().joining(A.endpoint, A).me == ME
+    assert step(state, Frozen(membership, membership.digest), 0.0).action == Confirm(membership)
+    assert isinstance(step(joining(target), Frozen(membership, membership.digest), 0.0).action, Fail)
+
+
 def test_release_after_the_freeze_starts_after_the_delay():
     result = step(frozen(), Released(start_in=0.03, delay=0.05), 0.0)
     assert result.action == Start(pytest.approx(0.03))

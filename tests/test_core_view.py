@@ -454,10 +454,32 @@ def test_gone_forgets_the_confirmation():
     assert view(LOW).gone(LOW.node_id).confirmed == {}
 
 
-def test_a_node_of_the_job_on_the_other_ip_family_is_left_out_and_named():
+def test_a_node_of_the_job_on_the_other_ip_family_is_kept_for_the_family_but_is_no_candidate():
     v6 = advert("fd00::5", "dddddddd")
-    assert view(v6).others == {}
-    message = view().family_conflict(v6)
-    assert message is not None and "uses IPv6, this node uses IPv4" in message and "fd00::5" in message
-    assert view().family_conflict(LOW) is None
-    assert view().family_conflict(advert("fd00::5", "dddddddd", job="other")) is None
+    v = view(v6, LOW)
+    assert set(v.others) == {LOW.node_id, v6.node_id}
+    assert v.peers == [LOW.peer, ME.peer] and v.live_peers(0.0) == [LOW.peer, ME.peer]
+    assert v.unconfirmed() == []  # it is not asked: it cannot be a candidate
+    assert v.family.version == 4 and v.family.left_out == (v6,)
+    assert view(advert("fd00::5", "dddddddd", job="other")).family.left_out == ()
+
+
+def test_a_dual_stack_node_that_switched_sees_the_ipv6_members_and_not_the_ipv4_adverts():
+    me = dataclasses.replace(ME, alternate=ip("fd00::10"))
+    v6 = advert("fd00::5", "dddddddd")
+    dual = advert("10.0.0.9", "bbbbbbbb", alternate=ip("fd00::9"))
+    v = view(v6, dual, me=me)
+    assert v.family.version == 6 and v.family.left_out == ()
+    assert v.live_peers(0.0) == [dual.peer, ME.peer]  # before the switch: its own family
+    moved = v.with_me(me.using(6))
+    assert moved.live_peers(0.0) == [peer("fd00::5", "dddddddd"), peer("fd00::10", ME.node_id)]
+    assert moved.unconfirmed() == [] and moved.target(0.0).peer == peer("fd00::5", "dddddddd")
+    switched_dual = dual.using(6)
+    assert seen(moved, switched_dual).live_peers(0.0)[1] == switched_dual.peer
+
+
+def test_distrusted_nodes_do_not_choose_the_family():
+    v6, v6b = advert("fd00::5", "dddddddd"), advert("fd00::6", "eeeeeeee")
+    me = dataclasses.replace(ME, alternate=ip("fd00::10"))
+    assert view(v6, v6b, me=me).family.version == 6
+    assert view(v6, v6b, me=me).distrust(v6.node_id).distrust(v6b.node_id).family.version == 4

@@ -84,3 +84,33 @@ def test_join_on_a_busy_port_exits_5_with_one_error_line():
     assert result.returncode == 5, result.stderr
     assert f"rendezvous: error: --port {port}: cannot listen on 127.0.0.1:{port}: Address already in use" in result.stderr
     assert "add_port" not in result.stderr, result.stderr
+
+
+def test_a_dual_stack_node_listens_on_both_of_its_addresses_on_one_port():
+    try:
+        listening("::1", socket.AF_INET6).close()
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+
+    async def bind_and_connect() -> int:
+        server, port = bind_server("127.0.0.1", 0, also=["[::1]"])
+        await server.start()
+        try:
+            for host in ("127.0.0.1", "::1"):
+                socket.create_connection((host, port), timeout=5).close()
+        finally:
+            await server.stop(None)
+        return port
+
+    assert asyncio.run(bind_and_connect()) > 0
+
+
+def test_a_busy_port_on_the_other_address_is_busy_too():
+    try:
+        held = listening("::1", socket.AF_INET6)
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    with held:
+        port = held.getsockname()[1]
+        with pytest.raises(OSError, match=rf"cannot listen on \[::1\]:{port}"):
+            bind_server("127.0.0.1", port, also=["[::1]"])

@@ -5,6 +5,7 @@ Rejected, and a real job formed on the same server afterwards still forms."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import ipaddress
 import secrets
 import socket
@@ -23,7 +24,7 @@ from grpc_health.v1 import health
 from rendezvous.coordinator import CoordinatorService, JoinSession, bind_server, fetch_status, serve
 from rendezvous.core.advert import Advert
 from rendezvous.core.auth import derive_keys
-from rendezvous.core.member import Frozen, Heartbeat
+from rendezvous.core.member import Frozen, Heartbeat, Redirected
 from rendezvous.core.peer import Peer
 from rendezvous.core.size import Size
 from rendezvous.core.status import NodeStatus
@@ -282,6 +283,46 @@ def test_a_join_asking_for_an_absurd_round_is_rejected_and_the_round_stays(open_
         [answer] = list(call(iter([join.SerializeToString()]), timeout=3))
     assert answer.rejected.reason == pb.Rejected.BAD_REQUEST and "out of range" in answer.rejected.message
     assert open_server.service.round.number < 2**32
+
+
+def test_a_join_of_the_other_ip_family_is_sent_back_to_its_view_and_the_round_stays_empty(open_server):
+    """A coordinator on IPv4 takes no member on IPv6 (a job uses one family): no
+    coordinator is named, the joiner goes back to whom its own view names."""
+    join = pb.PeerMessage(
+        header=pb.Header(protocol_version=1, job=JOB, round=1, sender_node_id="abcdef666666"),
+        join=pb.JoinRequest(peer=pb.Peer(node_id="abcdef666666", address="::1", port=1, tf_port=2), expect=2),
+    )
+    with grpc.insecure_channel(open_server.me.endpoint) as channel:
+        call = channel.stream_stream(JOIN, request_serializer=bytes, response_deserializer=pb.CoordinatorMessage.FromString)
+        [answer] = list(call(iter([join.SerializeToString()]), timeout=3))
+    assert answer.WhichOneof("body") == "redirect" and not answer.redirect.HasField("coordinator"), answer
+    assert answer.redirect.reason == f"job {JOB!r} uses IPv4 on this node, not IPv6"
+    assert not open_server.service.round.is_joined("abcdef666666")
+
+
+def test_a_coordinator_that_switches_family_sends_its_joiners_back_to_their_views():
+    server = Server()
+    joiner = Peer(secrets.token_hex(6), ipaddress.ip_address("127.0.0.2"), free_port(), free_port())
+
+    async def joined_then_moved():
+        session = JoinSession(server.me.endpoint, joiner, JOB, 1, Size.fixed(2), 5.0)
+        try:
+            await session.join()
+            while type(event := await asyncio.wait_for(session.receive(), 10)).__name__ != "Waiting":
+                pass
+            server.service.moved(dataclasses.replace(server.me, address=ipaddress.ip_address("::1")))
+            while isinstance(event := await asyncio.wait_for(session.receive(), 10), Heartbeat):
+                pass
+            return event, server.service.round.joined
+        finally:
+            await session.close()
+
+    try:
+        event, joined = server.call(joined_then_moved())
+    finally:
+        server.close()
+    assert isinstance(event, Redirected) and event.coordinator is None, event
+    assert joined == ()
 
 
 EXCHANGE = "/rendezvous.v1.Rendezvous/Exchange"

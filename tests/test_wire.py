@@ -195,7 +195,7 @@ def test_gossip_round_trips_and_junk_records_are_left_out():
     from rendezvous.core.size import Size
 
     good = Record(Advert(peer=A, job="j", expect=Size.fixed(2), phase=Phase.FROZEN, coordinator="10.0.0.9:7000"), 7)
-    v6 = Record(Advert(peer=B6, job="j", expect=Size.fixed(2)), 3, goodbye=True)
+    v6 = Record(Advert(peer=B6, job="j", expect=Size.fixed(2), alternate=ipaddress.ip_address("10.0.0.8")), 3, goodbye=True)
     message = _wire.gossip_to_pb(Gossip((good, v6), {"aaaaaaaa": 7, "bbbbbbbb": 3}), "aaaaaaaa")
     junk = [
         pb.AdvertRecord(address="10.0.0.1", port=1, txt={**message.adverts[0].txt, "job": "no spaces"}, serial=1),

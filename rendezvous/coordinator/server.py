@@ -7,7 +7,7 @@ import logging
 import math
 import time
 from collections import Counter
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -142,6 +142,12 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         #: mDNS). Set by whoever owns the discovery.
         self.hint: Callable[[Advert], None] = lambda advert: None
 
+    def moved(self, me: Peer) -> None:
+        """This node now advertises its address of the job's IP family (core.family): the
+        peers that joined it on the other one start over, wherever their view says."""
+        self._me = me
+        self._redirect_all(f"now on IPv{me.address.version}", f"the coordinator uses IPv{me.address.version} now")
+
     @property
     def heartbeat_interval(self) -> float:
         return self._liveness / 5
@@ -233,17 +239,31 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
 
     def follow(self, target: Target) -> None:
         """The view changed: if someone else is now the coordinator, send everyone there."""
-        if self.round.phase is not RoundPhase.GATHERING or target.endpoint == self._me.endpoint:
+        if target.endpoint != self._me.endpoint:
+            self._redirect_all(f"peer {target.endpoint} is lower", "a peer with a lower address is the coordinator", target.peer)
+
+    def _redirect_all(self, why: str, reason: str, coordinator: Optional[Peer] = None) -> None:
+        """Send every peer that joined this gathering round elsewhere, and start it over."""
+        if self.round.phase is not RoundPhase.GATHERING or not self._outboxes:
             return
-        if not self._outboxes:
-            return
-        log.debug("peer %s is lower: redirecting %d peers", target.endpoint, len(self._outboxes))
-        redirect = pb.Redirect(reason="a peer with a lower address is the coordinator")
-        if target.peer is not None:
-            redirect.coordinator.CopyFrom(_wire.peer_to_pb(target.peer))
+        log.debug("%s: redirecting %d peers", why, len(self._outboxes))
+        redirect = pb.Redirect(reason=reason)
+        if coordinator is not None:
+            redirect.coordinator.CopyFrom(_wire.peer_to_pb(coordinator))
         self._broadcast(self._message(redirect=redirect))
         self._end_streams()
         self.round = self.round.next(self.round.number)
+
+    def _redirect_for(self, peer: Peer, target: Target) -> pb.Redirect:
+        """Where a Join this node does not take goes: to the coordinator, or, from a peer
+        of the other IP family than this node uses for the job, back to its own view."""
+        mine = self._me.address.version
+        if peer.address.version != mine:
+            return pb.Redirect(reason=f"job {self.round.job!r} uses IPv{mine} on this node, not IPv{peer.address.version}")
+        redirect = pb.Redirect(reason=f"{self._me.endpoint} is not the coordinator")
+        if target.peer is not None:
+            redirect.coordinator.CopyFrom(_wire.peer_to_pb(target.peer))
+        return redirect
 
     # -- RPCs ---------------------------------------------------------------------
 
@@ -284,11 +304,8 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
             await context.abort(grpc.StatusCode.ALREADY_EXISTS, f"node id {peer.node_id} already has an open stream")
         target = self._target()
         forming = self.round.phase in (RoundPhase.GATHERING, RoundPhase.ABORTED, RoundPhase.COMPLETED)
-        if forming and target.endpoint != self._me.endpoint:
-            redirect = pb.Redirect(reason=f"{self._me.endpoint} is not the coordinator")
-            if target.peer is not None:
-                redirect.coordinator.CopyFrom(_wire.peer_to_pb(target.peer))
-            await context.write(signer.seal(self._message(redirect=redirect)))
+        if (forming and target.endpoint != self._me.endpoint) or peer.address.version != self._me.address.version:
+            await context.write(signer.seal(self._message(redirect=self._redirect_for(peer, target))))
             return
         asked = max(1, first.header.round)
         self._apply(rounds.newer(self.round, asked))
@@ -539,17 +556,27 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         return self._message(rejected=pb.Rejected(reason=reason, message=message))
 
 
-def bind_server(host: str, port: int, keepalive: float = Timings.keepalive) -> tuple[grpc.aio.Server, int]:
-    """Create a server bound to host:port (0 = any free port); return it and the bound port."""
-    check_port_free(host, port)
+def bind_server(
+    host: str, port: int, keepalive: float = Timings.keepalive, also: Sequence[str] = ()
+) -> tuple[grpc.aio.Server, int]:
+    """Create a server bound to host:port (0 = any free port), and to the same port on the
+    hosts `also` names (a dual-stack node's other address); return it and the bound port."""
+    for name in (host, *also):
+        check_port_free(name, port)
     server = grpc.aio.server(options=_wire.server_options(keepalive))
+    for name in (host, *also):
+        port = _add_port(server, name, port)
+    return server, port
+
+
+def _add_port(server: grpc.aio.Server, host: str, port: int) -> int:
     try:
         bound = server.add_insecure_port(f"{host}:{port}")
     except RuntimeError as exc:  # grpc raises RuntimeError when it cannot bind
         raise OSError(f"cannot listen on {host}:{port}: {exc}") from None
     if bound == 0:
         raise OSError(f"cannot listen on {host}:{port}")
-    return server, bound
+    return bound
 
 
 class _Handlers:

@@ -64,6 +64,9 @@ class Advert:
     gpus: Optional[str] = None
     # The job wants a token (`--token-file`); the token itself never leaves the node.
     auth: bool = False
+    # A dual-stack node's address of the other IP family (TXT `alt`), which it switches
+    # to when its job uses that family (core.family).
+    alternate: Optional[IPAddress] = None
 
     @property
     def node_id(self) -> str:
@@ -77,6 +80,20 @@ class Advert:
     def host_name(self) -> str:
         # One host name per node: a shared one merges A records across nodes.
         return f"{self.peer.node_id}.local."
+
+    @property
+    def versions(self) -> frozenset[int]:
+        """The IP families this node can use for its job."""
+        return frozenset(a.version for a in (self.peer.address, self.alternate) if a is not None)
+
+    def using(self, version: int) -> Optional["Advert"]:
+        """This advert on its address of IP `version` (swapped with its alternate when that
+        is the one), or None when it has none."""
+        if self.peer.address.version == version:
+            return self
+        if self.alternate is None or self.alternate.version != version:
+            return None
+        return replace(self, peer=replace(self.peer, address=self.alternate), alternate=self.peer.address)
 
     def with_phase(self, phase: Phase, coordinator: Optional[str] = None) -> "Advert":
         return replace(self, phase=phase, coordinator=coordinator)
@@ -100,6 +117,8 @@ class Advert:
             txt["gpus"] = _printable(self.gpus)
         if self.auth:
             txt["auth"] = "1"
+        if self.alternate is not None:
+            txt["alt"] = str(self.alternate)
         return txt
 
 
@@ -175,10 +194,9 @@ def decode_advert(
         except ValueError as exc:
             raise InvalidAdvert(f"TXT key 'coord': {exc}") from None
     auth = _int(props, "auth", 0, 1) == 1 if b"auth" in props else False
-    if not addresses:
-        raise InvalidAdvert("no address")
+    alternate = _alternate(props)
     try:
-        address: IPAddress = parse_address(addresses[0])
+        address = _primary(addresses, alternate)
         peer = Peer(node_id=_text(props, "node"), address=address, port=port, tf_port=tf_port)
     except ValueError as exc:
         raise InvalidAdvert(str(exc)) from None
@@ -193,4 +211,34 @@ def decode_advert(
         tensorflow=_shown(props, "tf"),
         gpus=_shown(props, "gpus"),
         auth=auth,
+        alternate=alternate,
     )
+
+
+def _alternate(props: Mapping[bytes, Optional[bytes]]) -> Optional[IPAddress]:
+    """TXT `alt`: a numeric IP address without a zone, neither loopback, link-local,
+    multicast nor unspecified (peers could not reach it)."""
+    if b"alt" not in props:
+        return None
+    text = _text(props, "alt")
+    try:
+        address = parse_address(text)
+    except ValueError as exc:
+        raise InvalidAdvert(f"TXT key 'alt': {exc}") from None
+    if getattr(address, "scope_id", None):
+        raise InvalidAdvert(f"TXT key 'alt': {address} has a zone, which means nothing to another host")
+    if address.is_loopback or address.is_link_local or address.is_multicast or address.is_unspecified:
+        raise InvalidAdvert(f"TXT key 'alt': {address} cannot be reached from another host")
+    return address
+
+
+def _primary(addresses: Sequence[str], alternate: Optional[IPAddress]) -> IPAddress:
+    """The advertised address: the first one resolved that is not the alternate (a
+    dual-stack node's service has both), of the other family than the alternate."""
+    parsed = (parse_address(a) for a in addresses)
+    primary = next((a for a in parsed if a != alternate), None)
+    if primary is None:
+        raise InvalidAdvert("no address" + (f" besides the alternate {alternate}" if alternate else ""))
+    if alternate is not None and alternate.version == primary.version:
+        raise InvalidAdvert(f"TXT key 'alt': {alternate} is of the family of the address {primary}")
+    return primary

@@ -229,9 +229,10 @@ class Member:
     # What the preflight said of this round: its refusal, or the differences it allowed.
     preflight: tuple[str, ...] = ()
 
-    def joining(self, endpoint: str, target: Optional[Peer]) -> "Member":
-        """A new Join stream to `endpoint` (the peer behind it, if known) is opening."""
-        return replace(self, endpoint=endpoint, target=target)
+    def joining(self, endpoint: str, target: Optional[Peer], me: Optional[Peer] = None) -> "Member":
+        """A new Join stream to `endpoint` (the peer behind it, if known) is opening, for
+        this node as `me` when it switched to its address of the job's IP family."""
+        return replace(self, endpoint=endpoint, target=target, me=me or self.me)
 
     @property
     def frozen(self) -> bool:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Mapping, Optional, Sequence, TypeVar
 
 from .advert import Advert, Phase
+from .family import Family, choose_family
 from .peer import Peer, describe_peers, elect_coordinator, shared_address
 from .size import Size
 
@@ -37,6 +39,9 @@ class PeerView:
     followed, or disagrees on --expect) once `confirmed` holds what its own Status said over
     gRPC, for the same identity and endpoint; its claims are then taken from there. Nodes
     that never answer are never waited for.
+
+    A job uses one IP family (`family`): nodes advertising the other one are kept, as they
+    count in the choice of the family and may switch to it, but are no candidates.
     """
 
     me: Advert
@@ -48,9 +53,8 @@ class PeerView:
     hints: frozenset[str] = frozenset()  # known only from a hint (see `hinted`)
 
     def seen(self, advert: Advert) -> "PeerView":
-        """Add or update a discovered advert. Other jobs are not part of the view, nor
-        nodes of the job on the other IP family (see `family_conflict`)."""
-        if advert.job != self.me.job or advert.node_id == self.me.node_id or self.family_conflict(advert):
+        """Add or update a discovered advert. Other jobs are not part of the view."""
+        if advert.job != self.me.job or advert.node_id == self.me.node_id:
             return self
         heard = {advert.node_id}
         if self.others.get(advert.node_id) == advert:
@@ -81,17 +85,16 @@ class PeerView:
         later hint may bring it back."""
         return self._drop(node_id, departed=False) if node_id in self.hints else self
 
-    def family_conflict(self, advert: Advert) -> Optional[str]:
-        """A job uses one IP family for all its members: what to say of a node of this job
-        that advertises the other one (gossip through seeds carries both)."""
-        mine, theirs = self.me.peer.address.version, advert.peer.address.version
-        if advert.job != self.me.job or mine == theirs:
-            return None
-        return (
-            f"peer {advert.peer.describe()} of job {self.me.job!r} uses IPv{theirs}, this node "
-            f"uses IPv{mine}: a job uses one family, so it is left out; give every node an "
-            f"IPv{mine} address (--address or --interface) to include it"
-        )
+    @cached_property
+    def family(self) -> Family:
+        """The IP family of this node's job, chosen from every member known that counts
+        (core.family), and the members that cannot use it."""
+        return choose_family([self.me, *(a for a in self.others.values() if self._trusted(a))])
+
+    def _same_family(self, advert: Advert) -> bool:
+        """Whether a peer advertises the family this node does: the job's, once this node
+        switched to it (or could not: it is left out); only those are candidates."""
+        return advert.peer.address.version == self.me.peer.address.version
 
     def gone(self, node_id: str) -> "PeerView":
         """The node said goodbye (or discovery's record of it expired)."""
@@ -143,17 +146,20 @@ class PeerView:
         only a hint told of is asked until discovery hears of it too, as only a failed
         answer would ever drop it: see `unanswered`)."""
         return [
-            a for a in self.others.values()
-            if self._trusted(a) and (
-                a.node_id in self.unreachable or a.node_id in self.hints
-                or not _same_claims(self.confirmed.get(a.node_id), a)
-            )
+            a for a in self._counted()
+            if a.node_id in self.unreachable or a.node_id in self.hints
+            or not _same_claims(self.confirmed.get(a.node_id), a)
         ]
+
+    def _counted(self) -> list[Advert]:
+        """The adverts of other peers that may become candidates: trusted, and of this
+        node's family."""
+        return [a for a in self.others.values() if self._trusted(a) and self._same_family(a)]
 
     @property
     def _candidates(self) -> list[Advert]:
         """The other peers that count, with their claims as their Status confirmed them."""
-        found = (self.confirmed.get(a.node_id) for a in self.others.values() if self._trusted(a))
+        found = (self.confirmed.get(a.node_id) for a in self._counted())
         return [c for c in found if c is not None and c.peer == self.others[c.node_id].peer]
 
     def with_me(self, me: Advert) -> "PeerView":
@@ -165,7 +171,8 @@ class PeerView:
 
     @property
     def peers(self) -> list[Peer]:
-        return sorted(a.peer for a in self.adverts)
+        """Every peer seen that advertises this node's family."""
+        return sorted(a.peer for a in self.adverts if self._same_family(a))
 
     def conflicts(self) -> list[str]:
         """Peers of the same job that disagree with this node about --expect, or that want

@@ -1,7 +1,9 @@
 """Discovery over mDNS/DNS-SD (python-zeroconf): advertise this node, discover the others.
 
-Zeroconf binds only the chosen address. Browser callbacks only enqueue; one task resolves
-services and hands decoded adverts to the caller. Junk records are logged and ignored.
+Zeroconf binds only the chosen address, and a dual-stack node's other address too: it is
+heard by the nodes of both families, and a job of either may use it (core.family). Browser
+callbacks only enqueue; one task resolves services and hands decoded adverts to the
+caller. Junk records are logged and ignored.
 Without an advert of its own (`rendezvous peers`) it only browses.
 """
 
@@ -39,7 +41,8 @@ class MdnsDiscovery(Discovery):
         on_event: Callable[[DiscoveryEvent], None],
         timings: Timings = Timings(),
     ) -> None:
-        self._address = address
+        alternate = advert.alternate if advert else None
+        self._addresses = [address, *([alternate] if alternate else [])]
         self._timings = timings
         self._advert = advert
         self._on_event = on_event
@@ -58,23 +61,28 @@ class MdnsDiscovery(Discovery):
         return AsyncServiceInfo(
             SERVICE_TYPE,
             advert.instance_name,
-            addresses=[self._address.packed],
+            addresses=[a.packed for a in (advert.peer.address, advert.alternate) if a is not None],
             port=advert.peer.port,
             properties=advert.to_txt(),
             server=advert.host_name,
         )
 
+    @property
+    def _ip_version(self) -> IPVersion:
+        versions = {a.version for a in self._addresses}
+        return IPVersion.All if len(versions) > 1 else IPVersion.V4Only if versions == {4} else IPVersion.V6Only
+
     async def start(self) -> None:
-        version = IPVersion.V4Only if self._address.version == 4 else IPVersion.V6Only
         try:
-            self._zc = AsyncZeroconf(interfaces=[str(self._address)], ip_version=version)
+            self._zc = AsyncZeroconf(interfaces=[str(a) for a in self._addresses], ip_version=self._ip_version)
         except OSError as exc:
-            raise AddressError(f"cannot use {self._address} for mDNS: {exc.strerror or exc}") from None
+            names = " and ".join(map(str, self._addresses))
+            raise AddressError(f"cannot use {names} for mDNS: {exc.strerror or exc}") from None
         if self._advert is not None:
             self._info = self._service_info(self._advert)
             # Instance names are random node ids, so name probing (~1.2 s) buys nothing.
             await self._zc.async_register_service(self._info, cooperating_responders=True)
-            log.debug("advertising %s on %s", self._advert.instance_name, self._address)
+            log.debug("advertising %s on %s", self._advert.instance_name, self._addresses)
         self._worker = asyncio.create_task(self._resolve_changes(), name="discovery-resolve")
         self._browser = AsyncServiceBrowser(
             self._zc.zeroconf, SERVICE_TYPE, handlers=[self._on_state_change],
@@ -139,9 +147,8 @@ class MdnsDiscovery(Discovery):
             if not await info.async_request(self._zc.zeroconf, timeout_ms, self._question_type):
                 log.debug("could not resolve %s", name)
                 return None
-            addresses = info.parsed_addresses(
-                IPVersion.V4Only if self._address.version == 4 else IPVersion.V6Only
-            )
+            # Both families: a dual-stack node's advert says which address is the other one.
+            addresses = info.parsed_addresses(IPVersion.All)
             return decode_advert(info.properties or {}, addresses, info.port or 0)
         except InvalidAdvert as exc:
             log.debug("ignoring service %s: %s", name, exc)

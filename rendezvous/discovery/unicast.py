@@ -10,7 +10,8 @@ announces nothing newer for `advert_ttl` (killed, cut off) is dropped, and one t
 says goodbye with a last record.
 
 The seeds' names are resolved again at every exchange: a name with several addresses is
-several seeds, and the set may change while the job waits.
+several seeds, and the set may change while the job waits. A dual-stack node (its advert
+has an alternate address) talks to seeds and peers of both families.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ class UnicastDiscovery(Discovery):
         seeds: Sequence[Seed],
         timings: Timings = Timings(),
     ) -> None:
-        self._address = address
+        alternate = advert.alternate if advert else None
+        self._versions = {address.version} | ({alternate.version} if alternate else set())
         self._advert = advert
         self._on_event = on_event
         self._seeds = tuple(seeds)
@@ -145,13 +147,19 @@ class UnicastDiscovery(Discovery):
         """Every seed's every address, and FANOUT peers learned of; never this node."""
         seeds = {e for s in await asyncio.gather(*map(self._resolve, self._seeds)) for e in s}
         self._seed_endpoints = seeds
-        mine = self._advert.peer.endpoint if self._advert else None
+        mine = self._own_endpoints()
         learned = sorted(
             a.peer.endpoint for a in self._store.adverts()
-            if a.peer.address.version == self._address.version and a.peer.endpoint not in seeds | {mine}
+            if a.peer.address.version in self._versions and a.peer.endpoint not in seeds | mine
         )
         chosen = seeds | set(random.sample(learned, min(FANOUT, len(learned))))
-        return sorted(chosen - {mine})
+        return sorted(chosen - mine)
+
+    def _own_endpoints(self) -> set[str]:
+        """Where this node listens: its address, and a dual-stack node's other one."""
+        if self._advert is None:
+            return set()
+        return {a.peer.endpoint for a in (self._advert, self._advert.using(6), self._advert.using(4)) if a}
 
     async def _forget_gone(self) -> None:
         """Close the channels of nodes no longer known, and forget what they had."""
@@ -162,8 +170,8 @@ class UnicastDiscovery(Discovery):
             await self._channels.pop(endpoint).close()
 
     async def _resolve(self, seed: Seed) -> list[str]:
-        """The endpoints of a seed's addresses of this node's family."""
-        family = socket.AF_INET if self._address.version == 4 else socket.AF_INET6
+        """The endpoints of a seed's addresses of this node's families."""
+        family = socket.AF_UNSPEC if len(self._versions) > 1 else socket.AF_INET if 4 in self._versions else socket.AF_INET6
         try:
             infos = await asyncio.get_running_loop().getaddrinfo(seed.host, seed.port, family=family, type=socket.SOCK_STREAM)
         except OSError as exc:

@@ -1,10 +1,12 @@
 """Adverts confirmed over gRPC before they count (see `PeerView.confirmed`).
 
 Every advert that is new or claims something new (another --expect, a frozen coordinator)
-is checked by asking that node's Status, signed when the job has a token. All at once, one
-task per node: a node that never answers (a forged advert for an unused address) costs
-nothing but its own retries, and never delays the election. A node that fails
-authentication is left out for good.
+is checked by asking that node's Status, signed when the job has a token. A few nodes are
+asked at once, the lowest addresses first (the election needs only the lowest that
+answers), and one that does not answer is asked again later and later: a node that never
+answers (a forged advert for an unused address) costs only its own retries and never holds
+a place another node needs, and a job of dozens of nodes on a busy network does not drown
+in its own retries. A node that fails authentication is left out for good.
 
 Each request carries this node's own advert: a node that has just started learns of every
 peer that heard its announcement from their requests, at once (see StatusRequest.caller).
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from .coordinator import StatusUntrusted, fetch_status
 from .errors import NoDaemonError
@@ -24,8 +26,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Nodes asked at once at most: a flood of forged adverts costs a bounded number of calls.
-MAX_PROBES = 64
+# Nodes asked at once at most: a flood of forged adverts costs a bounded number of calls, and
+# a job of dozens of nodes does not make thousands at once (every node asks every other).
+MAX_PROBES = 8
+# A node that does not answer is asked again after the interval, doubled at every further
+# silence up to this many intervals.
+MAX_BACKOFF = 8
 
 
 class Confirmer:
@@ -34,51 +40,72 @@ class Confirmer:
         self._timeout = timeout
         self._interval = interval
         self._tasks: dict[str, asyncio.Task] = {}
+        self._next_ask: dict[str, float] = {}  # node id -> loop time it may be asked again
+        self._backoff: dict[str, float] = {}  # node id -> its wait after its last silence
+        self._timer: Optional[asyncio.TimerHandle] = None
         self._closed = False
 
     def kick(self) -> None:
-        """Start confirming every advert that needs it and is not being confirmed."""
+        """Ask every advert that needs it, is not being asked and whose time has come; come
+        back when the next one's time comes."""
         if self._closed:
             return
-        for advert in self._res.view.unconfirmed():
-            if len(self._tasks) >= MAX_PROBES:
-                return
-            if advert.node_id not in self._tasks:
-                name = f"confirm-{advert.node_id}"
-                task = asyncio.get_running_loop().create_task(self._confirm(advert.node_id), name=name)
-                self._tasks[advert.node_id] = task
-                task.add_done_callback(lambda t, n=advert.node_id: self._done(n, t))
+        loop = asyncio.get_running_loop()
+        now, later = loop.time(), []
+        wanted = sorted(self._res.view.unconfirmed(), key=lambda a: a.peer)
+        for mapping in (self._next_ask, self._backoff):  # forget nodes that need no asking
+            for node_id in set(mapping) - {a.node_id for a in wanted}:
+                del mapping[node_id]
+        for advert in wanted:
+            node_id = advert.node_id
+            if node_id in self._tasks:
+                continue
+            if self._next_ask.get(node_id, now) > now:
+                later.append(self._next_ask[node_id])
+            elif len(self._tasks) < MAX_PROBES:
+                task = loop.create_task(self._ask(node_id), name=f"confirm-{node_id}")
+                self._tasks[node_id] = task
+                task.add_done_callback(lambda t, n=node_id: self._done(n, t))
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = loop.call_at(min(later), self.kick) if later else None
 
     def _done(self, node_id: str, task: asyncio.Task) -> None:
         self._tasks.pop(node_id, None)
         if not task.cancelled():
-            self.kick()  # one that waited for a free slot
+            self.kick()  # its place is free for another
 
-    async def _confirm(self, node_id: str) -> None:
-        """Ask until the node's Status confirms its current advert, or the advert goes."""
-        while True:
-            view = self._res.view
-            advert = next((a for a in view.unconfirmed() if a.node_id == node_id), None)
-            if advert is None:
-                return
-            try:
-                status = await fetch_status(advert.peer.endpoint, self._timeout, self._res.keys, caller=view.me)
-            except StatusUntrusted as exc:
-                self._res.distrust(advert.peer, str(exc))
-                return
-            except NoDaemonError as exc:
-                log.debug("cannot confirm the advert of %s yet: %s", advert.peer.describe(), exc)
-                self._res.update_view(self._res.view.unanswered(node_id))
-            else:
-                if status.node == advert.peer and status.job == view.me.job:
-                    if node_id in view.unreachable:
-                        log.info("%s answers again: it is a candidate again", advert.peer.describe())
-                    self._res.update_view(self._res.view.confirm(status.as_advert(auth=advert.auth)))
-                else:
-                    log.debug("%s answers as %s of job %r", advert.peer.endpoint, status.node.describe(), status.job)
-            await asyncio.sleep(self._interval)
+    async def _ask(self, node_id: str) -> None:
+        """Ask the node's Status once; when to ask again if its advert still needs it."""
+        view = self._res.view
+        advert = next((a for a in view.unconfirmed() if a.node_id == node_id), None)
+        if advert is None:
+            return
+        wait = self._interval
+        try:
+            status = await fetch_status(advert.peer.endpoint, self._timeout, self._res.keys, caller=view.me)
+        except StatusUntrusted as exc:
+            self._res.distrust(advert.peer, str(exc))
+            return
+        except NoDaemonError as exc:
+            log.debug("cannot confirm the advert of %s yet: %s", advert.peer.describe(), exc)
+            wait = self._backoff[node_id] = min(2 * self._backoff.get(node_id, self._interval / 2),
+                                                MAX_BACKOFF * self._interval)
+            self._next_ask[node_id] = asyncio.get_running_loop().time() + wait
+            self._res.update_view(self._res.view.unanswered(node_id))
+            return
+        self._backoff.pop(node_id, None)
+        self._next_ask[node_id] = asyncio.get_running_loop().time() + wait
+        if status.node == advert.peer and status.job == view.me.job:
+            if node_id in view.unreachable:
+                log.info("%s answers again: it is a candidate again", advert.peer.describe())
+            self._res.update_view(self._res.view.confirm(status.as_advert(auth=advert.auth)))
+        else:
+            log.debug("%s answers as %s of job %r", advert.peer.endpoint, status.node.describe(), status.job)
 
     def close(self) -> None:
         self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
         for task in list(self._tasks.values()):
             task.cancel()

@@ -273,8 +273,12 @@ class Node:
     def _on_discovery(self, event: DiscoveryEvent) -> None:
         if isinstance(event, Gone):
             view = self.view.gone(event.node_id)
+        elif isinstance(event, Seen):
+            view = self.view.seen(event.advert)
         else:
-            view = self.view.seen(event.advert) if isinstance(event, Seen) else self.view.hinted(event.advert)
+            view = self.view.hinted(event.advert)
+            if view is self.view:
+                return  # every Status request of a known peer carries one: nothing new
         self._name_left_out(view.family)
         self._res.update_view(self._switch_family(view))
 

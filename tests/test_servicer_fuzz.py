@@ -151,8 +151,19 @@ def test_join_streams_of_junk_end_with_a_status_code(open_server, token_server, 
         assert raw_join(server, sequence) is not grpc.StatusCode.UNKNOWN
 
 
+callers = st.builds(
+    pb.AdvertRecord,
+    address=st.sampled_from(["127.0.0.1", "127.0.0.9", "10.0.0.1", "::1", "", "host"]),
+    port=ports,
+    txt=st.dictionaries(st.sampled_from(["v", "job", "expect", "tf", "phase", "round", "alt", "x"]), st.text(max_size=20), max_size=8),
+)
+status_requests = st.builds(
+    lambda h, c: pb.StatusRequest(header=h, caller=c).SerializeToString(), headers, st.one_of(st.none(), callers),
+)
+
+
 @FUZZ
-@given(st.one_of(st.binary(max_size=200), st.builds(lambda h: pb.StatusRequest(header=h).SerializeToString(), headers)))
+@given(st.one_of(st.binary(max_size=200), status_requests))
 def test_status_requests_of_junk_end_with_a_status_code(open_server, token_server, data):
     for server in (open_server, token_server):
         for method in (STATUS, JOB_STATUS):

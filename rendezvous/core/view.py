@@ -73,7 +73,9 @@ class PeerView:
         """An advert a peer sent along with its Status request: it only introduces a node
         this view does not know (discovery stays the source of what known nodes claim), and
         never brings back one that said goodbye, whose request may arrive after it. Until
-        discovery hears of the node too, it is a hint: dropped if it does not answer."""
+        discovery hears of the node too, it is a hint: dropped if its confirmation gets no
+        answer. Once confirmed, it stays like a node discovery heard of and that later died
+        without a goodbye: out of the election once it cannot be reached."""
         if advert.node_id in self.others or advert.node_id in self.departed:
             return self
         view = self.seen(advert)
@@ -141,14 +143,11 @@ class PeerView:
         )
 
     def unconfirmed(self) -> list[Advert]:
-        """Adverts whose claims no Status has confirmed yet (new ones, changed ones), those
-        of suspected peers (an answer is what makes them candidates again), and hints (a node
-        only a hint told of is asked until discovery hears of it too, as only a failed
-        answer would ever drop it: see `unanswered`)."""
+        """Adverts whose claims no Status has confirmed yet (new ones, changed ones), and
+        those of suspected peers: an answer is what makes them candidates again."""
         return [
             a for a in self._counted()
-            if a.node_id in self.unreachable or a.node_id in self.hints
-            or not _same_claims(self.confirmed.get(a.node_id), a)
+            if a.node_id in self.unreachable or not _same_claims(self.confirmed.get(a.node_id), a)
         ]
 
     def _counted(self) -> list[Advert]:

@@ -24,6 +24,8 @@ from . import Discovery, DiscoveryEvent, Gone, Seen, deliver
 
 log = logging.getLogger(__name__)
 
+# Services resolved at once at most: a flood of junk services costs a bounded number of queries.
+MAX_RESOLVING = 64
 
 
 def _node_id_of(name: str) -> str:
@@ -49,8 +51,8 @@ class MdnsDiscovery(Discovery):
         self._zc: Optional[AsyncZeroconf] = None
         self._browser: Optional[AsyncServiceBrowser] = None
         self._info: Optional[AsyncServiceInfo] = None
-        self._changes: asyncio.Queue[tuple[str, ServiceStateChange]] = asyncio.Queue()
-        self._worker: Optional[asyncio.Task] = None
+        self._resolving: dict[str, asyncio.Task] = {}  # service name -> its latest change
+        self._slots = asyncio.Semaphore(MAX_RESOLVING)
         # Queries ask for multicast answers (QM), never unicast ones (QU, zeroconf's default
         # for a first query): where several mDNS stacks share port 5353 on one machine (a
         # daemon, avahi, other nodes), a unicast answer can be delivered to one of their
@@ -83,7 +85,6 @@ class MdnsDiscovery(Discovery):
             # Instance names are random node ids, so name probing (~1.2 s) buys nothing.
             await self._zc.async_register_service(self._info, cooperating_responders=True)
             log.debug("advertising %s on %s", self._advert.instance_name, self._addresses)
-        self._worker = asyncio.create_task(self._resolve_changes(), name="discovery-resolve")
         self._browser = AsyncServiceBrowser(
             self._zc.zeroconf, SERVICE_TYPE, handlers=[self._on_state_change],
             question_type=self._question_type,
@@ -101,9 +102,10 @@ class MdnsDiscovery(Discovery):
         """Say goodbye (so peers drop this node at once) and release the sockets."""
         if self._browser is not None:
             await self._browser.async_cancel()
-        if self._worker is not None:
-            self._worker.cancel()
-            await asyncio.gather(self._worker, return_exceptions=True)
+        tasks = list(self._resolving.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         if self._zc is not None:
             if self._info is not None:
                 goodbyes_sent = await self._zc.async_unregister_service(self._info)
@@ -121,20 +123,25 @@ class MdnsDiscovery(Discovery):
         name: str,
         state_change: ServiceStateChange,
     ) -> None:
-        self._changes.put_nowait((name, state_change))
+        """A service's newer change replaces its older one still being resolved."""
+        node_id = _node_id_of(name)
+        if self._advert is not None and node_id == self._advert.node_id:
+            return
+        previous = self._resolving.pop(name, None)
+        if previous is not None:
+            previous.cancel()
+        if state_change is ServiceStateChange.Removed:
+            self._deliver(Gone(node_id))
+            return
+        task = asyncio.get_running_loop().create_task(self._resolve_one(name), name=f"resolve-{node_id}")
+        self._resolving[name] = task
+        task.add_done_callback(lambda t: self._resolving.pop(name) if self._resolving.get(name) is t else None)
 
-    async def _resolve_changes(self) -> None:
-        while True:
-            name, change = await self._changes.get()
-            node_id = _node_id_of(name)
-            if self._advert is not None and node_id == self._advert.node_id:
-                continue
-            if change is ServiceStateChange.Removed:
-                self._deliver(Gone(node_id))
-                continue
+    async def _resolve_one(self, name: str) -> None:
+        async with self._slots:
             advert = await self._resolve(name)
-            if advert is not None:
-                self._deliver(Seen(advert))
+        if advert is not None:
+            self._deliver(Seen(advert))
 
     def _deliver(self, event: DiscoveryEvent) -> None:
         deliver(self._on_event, event)

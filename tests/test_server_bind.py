@@ -61,12 +61,15 @@ def test_any_free_port_and_a_free_fixed_port():
     check_port_free("127.0.0.1", 0)
 
 
-def test_a_busy_ipv6_port(capfd):
+def listening_on_ipv6_loopback() -> socket.socket:
     try:
-        held = listening("::1", socket.AF_INET6)
+        return listening("::1", socket.AF_INET6)
     except OSError:
         pytest.skip("no IPv6 loopback here")
-    with held:
+
+
+def test_a_busy_ipv6_port(capfd):
+    with listening_on_ipv6_loopback() as held:
         port = held.getsockname()[1]
         with pytest.raises(OSError, match=rf"cannot listen on \[::1\]:{port}: Address already in use"):
             asyncio.run(bind_and_stop("[::1]", port))
@@ -87,10 +90,7 @@ def test_join_on_a_busy_port_exits_5_with_one_error_line():
 
 
 def test_a_dual_stack_node_listens_on_both_of_its_addresses_on_one_port():
-    try:
-        listening("::1", socket.AF_INET6).close()
-    except OSError:
-        pytest.skip("no IPv6 loopback here")
+    listening_on_ipv6_loopback().close()
 
     async def bind_and_connect() -> int:
         server, port = bind_server("127.0.0.1", 0, also=["[::1]"])
@@ -106,11 +106,7 @@ def test_a_dual_stack_node_listens_on_both_of_its_addresses_on_one_port():
 
 
 def test_a_busy_port_on_the_other_address_is_busy_too():
-    try:
-        held = listening("::1", socket.AF_INET6)
-    except OSError:
-        pytest.skip("no IPv6 loopback here")
-    with held:
+    with listening_on_ipv6_loopback() as held:
         port = held.getsockname()[1]
         with pytest.raises(OSError, match=rf"cannot listen on \[::1\]:{port}"):
             bind_server("127.0.0.1", port, also=["[::1]"])

@@ -1,8 +1,8 @@
 """Adverts confirmed over gRPC before they count (see `PeerView.confirmed`).
 
 Every advert that is new or claims something new (another --expect, a frozen coordinator)
-is checked by asking that node's Status, signed when the job has a token. A few nodes are
-asked at once, the lowest addresses first (the election needs only the lowest that
+is checked by asking that node's Status, signed when the job has a token. Nodes are asked
+at once, up to a bound, the lowest addresses first (the election needs only the lowest that
 answers), and one that does not answer is asked again later and later: a node that never
 answers (a forged advert for an unused address) costs only its own retries and never holds
 a place another node needs, and a job of dozens of nodes on a busy network does not drown
@@ -26,9 +26,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Nodes asked at once at most: a flood of forged adverts costs a bounded number of calls, and
-# a job of dozens of nodes does not make thousands at once (every node asks every other).
-MAX_PROBES = 8
+# Nodes asked at once at most: a flood of forged adverts costs a bounded number of calls.
+MAX_PROBES = 64
 # A node that does not answer is asked again after the interval, doubled at every further
 # silence up to this many intervals.
 MAX_BACKOFF = 8

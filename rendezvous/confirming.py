@@ -52,8 +52,9 @@ class Confirmer:
         loop = asyncio.get_running_loop()
         now, later = loop.time(), []
         wanted = sorted(self._res.view.unconfirmed(), key=lambda a: a.peer)
+        needed = {a.node_id for a in wanted}
         for mapping in (self._next_ask, self._backoff):  # forget nodes that need no asking
-            for node_id in set(mapping) - {a.node_id for a in wanted}:
+            for node_id in set(mapping) - needed:
                 del mapping[node_id]
         for advert in wanted:
             node_id = advert.node_id
@@ -80,7 +81,6 @@ class Confirmer:
         advert = next((a for a in view.unconfirmed() if a.node_id == node_id), None)
         if advert is None:
             return
-        wait = self._interval
         try:
             status = await fetch_status(advert.peer.endpoint, self._timeout, self._res.keys, caller=view.me)
         except StatusUntrusted as exc:
@@ -94,7 +94,7 @@ class Confirmer:
             self._res.update_view(self._res.view.unanswered(node_id))
             return
         self._backoff.pop(node_id, None)
-        self._next_ask[node_id] = asyncio.get_running_loop().time() + wait
+        self._next_ask[node_id] = asyncio.get_running_loop().time() + self._interval
         if status.node == advert.peer and status.job == view.me.job:
             if node_id in view.unreachable:
                 log.info("%s answers again: it is a candidate again", advert.peer.describe())

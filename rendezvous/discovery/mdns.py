@@ -2,8 +2,9 @@
 
 Zeroconf binds only the chosen address, and a dual-stack node's other address too: it is
 heard by the nodes of both families, and a job of either may use it (core.family). Browser
-callbacks only enqueue; one task resolves services and hands decoded adverts to the
-caller. Junk records are logged and ignored.
+callbacks start one task per service that resolves it and hands the decoded advert to the
+caller: a service whose records were not in the answer needs a query of its own, which must
+not delay the others. Junk records are logged and ignored.
 Without an advert of its own (`rendezvous peers`) it only browses.
 """
 

@@ -53,8 +53,7 @@ class UnicastDiscovery(Discovery):
         seeds: Sequence[Seed],
         timings: Timings = Timings(),
     ) -> None:
-        alternate = advert.alternate if advert else None
-        self._versions = {address.version} | ({alternate.version} if alternate else set())
+        self._versions = advert.versions if advert else frozenset({address.version})
         self._advert = advert
         self._on_event = on_event
         self._seeds = tuple(seeds)
@@ -157,9 +156,10 @@ class UnicastDiscovery(Discovery):
 
     def _own_endpoints(self) -> set[str]:
         """Where this node listens: its address, and a dual-stack node's other one."""
-        if self._advert is None:
+        advert = self._advert
+        if advert is None:
             return set()
-        return {a.peer.endpoint for a in (self._advert, self._advert.using(6), self._advert.using(4)) if a}
+        return {moved.peer.endpoint for moved in map(advert.using, advert.versions) if moved}
 
     async def _forget_gone(self) -> None:
         """Close the channels of nodes no longer known, and forget what they had."""

@@ -17,6 +17,26 @@ RECORDER = Path(__file__).with_name("record_start.py")
 DEFAULT_TIMEOUT = 40
 
 
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs. A zombie is not running: an orphan reparented to an init
+    that reaps slowly (or never, as in some containers) stays a zombie for a while."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_gone(pid: int, timeout: float = 10) -> bool:
+    """Wait up to ``timeout`` seconds for ``pid`` to stop running; whether it did."""
+    deadline = time.monotonic() + timeout
+    while alive(pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 def join_argv(
     expect: int,
     job: str,

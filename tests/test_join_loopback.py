@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from peers import assert_consistent, join_argv, records, start_peer, wait_for_records
+from peers import assert_consistent, join_argv, records, start_peer, wait_for_records, wait_gone
 
 
 @pytest.fixture
@@ -111,23 +111,6 @@ def test_late_peer_gets_an_error_not_a_hang(tmp_path, job):
         assert peer.wait() == 0, peer.log
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def _wait_gone(pid: int, timeout: float = 10) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
-        time.sleep(0.05)
-    return False
-
-
 # SIGHUP: a closed terminal must not leave the command (in its own process group) orphaned
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_a_stop_signal_stops_the_command_and_returns_its_status(tmp_path, job, signum):
@@ -137,7 +120,7 @@ def test_a_stop_signal_stops_the_command_and_returns_its_status(tmp_path, job, s
     assert rec["pgid"] != os.getpgid(peer.proc.pid)
     peer.proc.send_signal(signum)
     assert peer.wait(timeout=15) == 128 + signal.SIGTERM, peer.log
-    assert _wait_gone(rec["pid"]), "the command survived SIGTERM to rendezvous"
+    assert wait_gone(rec["pid"]), "the command survived SIGTERM to rendezvous"
 
 
 def test_command_that_ignores_sigterm_is_killed_after_the_grace_period(tmp_path, job):
@@ -148,7 +131,7 @@ def test_command_that_ignores_sigterm_is_killed_after_the_grace_period(tmp_path,
     time.sleep(0.2)  # let the recorder install its SIGTERM handler
     peer.proc.send_signal(signal.SIGTERM)
     assert peer.wait(timeout=15) == 128 + signal.SIGKILL, peer.log
-    assert _wait_gone(rec["pid"])
+    assert wait_gone(rec["pid"])
 
 
 def test_sigint_while_waiting_exits_130_and_says_goodbye(tmp_path, job):

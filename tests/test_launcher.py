@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import socket
 import sys
@@ -11,6 +10,7 @@ import time
 
 import pytest
 
+from peers import wait_gone
 from rendezvous.errors import AddressError, LaunchError
 from rendezvous.launcher import Launcher, check_command, exit_code_of
 from rendezvous.ports import PortReservation
@@ -102,14 +102,7 @@ def test_stop_terminates_the_whole_process_group(tmp_path):
 
     assert run(scenario()) == 143
     for pid in map(int, pids.read_text().split()):
-        for _ in range(100):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.02)
-        else:
-            pytest.fail(f"process {pid} survived the stop")
+        assert wait_gone(pid, timeout=2), f"process {pid} survived the stop"
 
 
 def test_port_reservation_holds_the_port_on_all_interfaces():

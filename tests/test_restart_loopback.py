@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from peers import join_argv, start_peer
+from peers import alive, join_argv, start_peer
+from peers import wait_gone as wait_until_gone
 
 COMMAND = Path(__file__).with_name("fault_command.py")
 # Small timings: every fault is noticed within a second or two.
@@ -50,20 +51,8 @@ def wait_for_starts(tmp_path: Path, round_: int, count: int, timeout: float = 30
     raise AssertionError(f"round {round_}: {len(starts(tmp_path, round_))} of {count} commands started")
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def wait_gone(pid: int, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not alive(pid), f"pid {pid} outlived its round"
+def wait_gone(pid: int) -> None:
+    assert wait_until_gone(pid), f"pid {pid} outlived its round"
 
 
 def test_a_killed_command_restarts_the_round_on_every_node(tmp_path, job):

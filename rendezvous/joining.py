@@ -27,6 +27,7 @@ from .core.peer import Peer
 from .core.progress import VARIABLE as PROGRESS_VARIABLE
 from .core.progress import Progress
 from .core.tf_config import Membership, launch_environment
+from .core.view import PeerView
 from .coordinator import transfer
 from .errors import MembershipError
 from .launcher import Launcher
@@ -114,9 +115,10 @@ class Joiner:
             self._res.view_changed.clear()  # the target is computed now: older changes are seen
             target = self._res.view.target(time.monotonic())
             self.state = self.state.joining(target.endpoint, target.peer, self._res.me)
+            keepalive = None if self.state.joined_to_self else timings.keepalive
             self.session = self._connect(
                 target.endpoint, self._res.me, self._config.job, self._round, self._config.expect,
-                timings.keepalive, fingerprint=self._res.fingerprint,
+                keepalive, fingerprint=self._res.fingerprint,
                 **({"keys": self._res.keys} if self._res.keys else {}),
             )
             action = await self._follow(self._join_and_listen(self.session))
@@ -171,7 +173,8 @@ class Joiner:
         except SessionLost as exc:
             yield machine.Lost(str(exc))
             return
-        self._beats = asyncio.create_task(self._heartbeats(session), name="heartbeats")
+        if not self.state.joined_to_self:
+            self._beats = asyncio.create_task(self._heartbeats(session), name="heartbeats")
         async with aclosing(self._events(session)) as events:
             async for event in events:
                 yield event
@@ -198,7 +201,7 @@ class Joiner:
                 self._res.view_changed.clear()
                 changed = asyncio.ensure_future(self._res.view_changed.wait())
                 waiting = {receive, changed} | ({exited} if exited and not exited.done() else set())
-                await asyncio.wait(waiting, timeout=self._interval, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(waiting, timeout=self._poll(view, exited), return_when=asyncio.FIRST_COMPLETED)
                 changed.cancel()
                 now = time.monotonic()
                 while receive.done():
@@ -212,7 +215,7 @@ class Joiner:
                         return
                     heard = now
                     receive = asyncio.ensure_future(session.receive())
-                if now - heard > self._config.liveness_timeout:
+                if now - heard > self._config.liveness_timeout and not self.state.joined_to_self:
                     yield machine.Lost(f"nothing heard from it for {now - heard:.1f} s")
                     return
                 if exited is not None and exited.done() and not exited.cancelled():
@@ -225,6 +228,14 @@ class Joiner:
                         exited = None
         finally:
             receive.cancel()
+
+    def _poll(self, view: PeerView, exited: Optional[asyncio.Future]) -> Optional[float]:
+        """How long `_events` may sleep when nothing happens: the coordinator's silence and
+        a stopped command are found by looking; a node joined to itself before its command
+        runs has neither, and wakes only when a suspicion lapses."""
+        if self.state.joined_to_self and exited is None:
+            return view.next_lapse(time.monotonic())
+        return self._interval
 
     async def _confirm(self, membership: Membership) -> None:
         """Arm the command with its environment, then confirm the list by its digest."""

@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 
 class SessionFactory(Protocol):
     def __call__(
-        self, endpoint: str, me: Peer, job: str, round: int, expect: Size, keepalive: float,
+        self, endpoint: str, me: Peer, job: str, round: int, expect: Size, keepalive: Optional[float],
         fingerprint: Optional[Fingerprint] = None,
     ) -> JoinSession: ...
 

@@ -3,7 +3,8 @@
     fault_command.py OUT_DIR MODE
 
 MODE: `hang-first-round` (round 1 sleeps, later rounds exit 0), `fail-rank-1:CODE` (rank 1
-exits CODE at once, the others sleep), `fail:CODE` (every start exits CODE).
+exits CODE at once, the others sleep), `fail:CODE` (every start exits CODE), `sleep:SECONDS`
+(every start sleeps, then exits 0).
 """
 
 import json
@@ -31,4 +32,7 @@ if mode.startswith("fail-rank-1:"):
     time.sleep(120)
 if mode.startswith("fail:"):
     sys.exit(int(mode.split(":")[1]))
+if mode.startswith("sleep:"):
+    time.sleep(float(mode.split(":")[1]))
+    sys.exit(0)
 sys.exit(f"unknown mode {mode!r}")

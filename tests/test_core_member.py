@@ -123,6 +123,14 @@ def test_a_stream_opened_after_a_switch_of_family_is_frozen_as_the_switched_node
     assert isinstance(step(joining(target), Frozen(membership, membership.digest), 0.0).action, Fail)
 
 
+def test_a_node_that_joins_its_own_endpoint_is_joined_to_itself():
+    assert Member(ME, suspect_after=3.0).joining(ME.endpoint, ME).joined_to_self
+    assert not joining(A).joined_to_self
+    moved = peer("fd00::10", ME.node_id)
+    assert Member(ME, suspect_after=3.0).joining(moved.endpoint, moved, moved).joined_to_self
+    assert not Member(ME, suspect_after=3.0).joining(ME.endpoint, ME, moved).joined_to_self
+
+
 def test_release_after_the_freeze_starts_after_the_delay():
     result = step(frozen(), Released(start_in=0.03, delay=0.05), 0.0)
     assert result.action == Start(pytest.approx(0.03))

@@ -567,6 +567,22 @@ def test_a_silent_member_aborts_the_round_after_the_timeout():
     assert step.state.abort_reason == "10.0.0.10 (bbbbbbbb): not heard from for 5.5 s (frozen or cut off)"
 
 
+def test_liveness_spares_the_coordinators_own_member():
+    state = released_round()
+    for p in (A, B, C):
+        state = heard(state, p.node_id, 100.0)
+    assert check_liveness(state, 106.0, 5.0, coordinator=A.node_id).action is Action.ABORT
+    state = heard(heard(state, "bbbbbbbb", 104.0), "cccccccc", 104.0)
+    assert check_liveness(state, 106.0, 5.0, coordinator=A.node_id).action is Action.NOTHING
+    assert check_liveness(state, 106.0, 5.0).action is Action.ABORT
+
+
+def test_only_a_frozen_round_that_has_not_ended_is_running():
+    assert not Round(job="job", expect=Size.fixed(3)).running
+    assert frozen_round().running and released_round().running
+    assert not abort(released_round(), "x").state.running
+
+
 def test_liveness_spares_gathering_rounds_and_members_that_succeeded():
     gathering = heard(gather(Round(job="job", expect=Size.fixed(3)), A), "aaaaaaaa", 0.0)
     assert check_liveness(gathering, 100.0, 5.0).action is Action.NOTHING

@@ -335,6 +335,14 @@ def test_a_suspected_coordinator_is_skipped_until_the_suspicion_lapses():
     assert v.target(30.0).peer == LOW.peer and v.suspected(30.0) == []
 
 
+def test_the_next_lapse_is_the_earliest_suspicion_still_running():
+    assert view(LOW, HIGH).next_lapse(10.0) is None
+    v = view(LOW, HIGH).suspect(LOW.node_id, until=30.0).suspect(HIGH.node_id, until=20.0)
+    assert v.next_lapse(10.0) == 10.0
+    assert v.next_lapse(25.0) == 5.0
+    assert v.next_lapse(30.0) is None
+
+
 def test_a_new_advert_makes_it_a_candidate_again_but_not_the_same_one_again():
     suspected = view(LOW).suspect(LOW.node_id, until=30.0)
     assert suspected.seen(LOW).target(10.0).peer == ME.peer, "a cache refresh is no sign of life"

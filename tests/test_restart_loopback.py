@@ -87,6 +87,15 @@ def test_when_restarts_run_out_every_node_says_why_and_how_many_rounds_ran(tmp_p
     assert starts(tmp_path, 2) and starts(tmp_path, 3) == []
 
 
+def test_the_coordinators_own_member_needs_no_heartbeats_to_stay_in_the_round(tmp_path, job):
+    # a lone node is its own coordinator and sends itself no heartbeats: its command runs
+    # more than twice the liveness timeout (1.5 s) and the round completes
+    [peer] = [start(tmp_path, job, "sleep:4", "127.0.0.2", expect="1")]
+    assert peer.wait() == 0, peer.log
+    assert len(starts(tmp_path, 1)) == 1 and starts(tmp_path, 2) == []
+    assert "not heard from" not in peer.log, peer.log
+
+
 def test_a_stopped_command_counts_as_failed_and_the_round_restarts(tmp_path, job):
     peers = [start(tmp_path, job, "hang-first-round", a) for a in ADDRESSES]
     first = wait_for_starts(tmp_path, 1, 3)

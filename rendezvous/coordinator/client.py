@@ -57,7 +57,7 @@ class JoinSession:
     """A Join stream from `me` to the coordinator at `endpoint`."""
 
     def __init__(
-        self, endpoint: str, me: Peer, job: str, round: int, expect: Size, keepalive: float,
+        self, endpoint: str, me: Peer, job: str, round: int, expect: Size, keepalive: Optional[float],
         fingerprint: Optional[Fingerprint] = None,
         keys: Optional[Keys] = None,
     ) -> None:

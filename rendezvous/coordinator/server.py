@@ -191,6 +191,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
                 warnings=state.warnings,
             )
             self._broadcast(self._message(frozen=frozen))
+            self._start_watchdog()
         elif step.action is Action.RELEASE:
             delay = self._timings.release_delay(len(state.ready))
             log.info("all %d members ready: releasing, start in %.0f ms", len(state.ready), delay * 1e3)
@@ -319,11 +320,11 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         outbox: asyncio.Queue[Optional[pb.CoordinatorMessage]] = asyncio.Queue()
         self._outboxes[peer.node_id] = outbox
         reader = asyncio.create_task(self._read(context, peer, outbox, signer), name=f"read-{peer.node_id}")
-        self._start_watchdog()
         try:
             self._apply(step)
             self.round = rounds.heard(self.round, peer.node_id, time.monotonic())
-            while (message := await self._next_message(outbox)) is not _END:
+            beats = peer.node_id != self._me.node_id  # its own member shares this process
+            while (message := await self._next_message(outbox, beats)) is not _END:
                 await context.write(signer.seal(message))
         finally:
             reader.cancel()
@@ -391,10 +392,11 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
             f"authentication failed for job {self.round.job!r}: {why}. Every peer needs the same --token-file",
         )
 
-    async def _next_message(self, outbox: asyncio.Queue) -> Optional[pb.CoordinatorMessage]:
-        """The next message for a peer; a heartbeat when there was none for a while."""
+    async def _next_message(self, outbox: asyncio.Queue, beats: bool) -> Optional[pb.CoordinatorMessage]:
+        """The next message for a peer; a heartbeat when there was none for a while, if
+        `beats`."""
         try:
-            return await asyncio.wait_for(outbox.get(), self.heartbeat_interval)
+            return await asyncio.wait_for(outbox.get(), self.heartbeat_interval if beats else None)
         except asyncio.TimeoutError:
             return self._message(heartbeat=pb.Heartbeat())
 
@@ -455,10 +457,11 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
             self._watchdog = asyncio.create_task(self._watch(), name="liveness")
 
     async def _watch(self) -> None:
-        """Ends the round when a member goes silent; runs while anyone is joined."""
-        while self._outboxes:
+        """Ends the round when a member goes silent; runs from the freeze to the round's
+        end, while anyone is joined."""
+        while self._outboxes and self.round.running:
             await asyncio.sleep(self.heartbeat_interval)
-            self._apply(rounds.check_liveness(self.round, time.monotonic(), self._liveness))
+            self._apply(rounds.check_liveness(self.round, time.monotonic(), self._liveness, self._me.node_id))
             self._check_stragglers()
 
     async def Status(self, request: pb.StatusRequest, context: grpc.aio.ServicerContext) -> pb.StatusResponse:  # noqa: N802

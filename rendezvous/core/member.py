@@ -239,6 +239,13 @@ class Member:
         return self.membership is not None
 
     @property
+    def joined_to_self(self) -> bool:
+        """This node is its own coordinator. Both sides share one process, so neither needs
+        the other's proof of life: no heartbeats, no silence check (a lone node waiting
+        for its peers then costs nothing while it waits)."""
+        return self.endpoint == self.me.endpoint
+
+    @property
     def round(self) -> Optional[int]:
         """The round this node was frozen in, once it was."""
         return self.membership.round if self.membership else None

@@ -136,6 +136,11 @@ class Round:
             policy=self.policy,
         )
 
+    @property
+    def running(self) -> bool:
+        """Frozen and not over yet: a member lost or silent now fails the round."""
+        return self.phase in _RUNNING
+
     def is_joined(self, node_id: str) -> bool:
         return any(p.node_id == node_id for p in self.joined)
 
@@ -384,7 +389,7 @@ def newer(state: Round, number: int) -> Step:
     number = max(number, state.number + (state.phase is not RoundPhase.GATHERING))
     if state.phase is RoundPhase.GATHERING:
         return Step(replace(state, number=number), Action.NOTHING)
-    if state.phase in _RUNNING:
+    if state.running:
         return abort(state, f"a member moved on to round {number}")
     return Step(state.next(number), Action.NOTHING)
 
@@ -412,14 +417,17 @@ def finished(
     return Step(state, Action.NOTHING)
 
 
-def check_liveness(state: Round, now: float, timeout: float) -> Step:
+def check_liveness(state: Round, now: float, timeout: float, coordinator: str = "") -> Step:
     """After the freeze, a member not heard from for `timeout` seconds (frozen, cut off)
-    ends the round. Before it, a silent peer is HTTP/2 keepalive's to drop."""
-    if state.phase not in _RUNNING or state.membership is None:
+    ends the round. Before it, a silent peer is HTTP/2 keepalive's to drop. The member
+    with the `coordinator`'s own node id shares its process and sends no heartbeats."""
+    if not state.running or state.membership is None:
         return Step(state, Action.NOTHING)
     for peer in state.membership.members:
         last = state.heard.get(peer.node_id)
-        if _watched(state, peer.node_id) and last is not None and now - last > timeout:
+        if peer.node_id == coordinator or not _watched(state, peer.node_id) or last is None:
+            continue
+        if now - last > timeout:
             return abort(
                 state, f"{peer.describe()}: not heard from for {now - last:.1f} s (frozen or cut off)",
                 final=state.phase is RoundPhase.FINAL_SYNC,

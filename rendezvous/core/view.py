@@ -121,6 +121,12 @@ class PeerView:
     def is_suspected(self, node_id: str, now: float) -> bool:
         return self.unreachable.get(node_id, now) > now
 
+    def next_lapse(self, now: float) -> Optional[float]:
+        """Seconds until the first suspicion lapses (None: no peer is suspected), the
+        one change of the target that time alone makes."""
+        ends = [until for until in self.unreachable.values() if until > now]
+        return min(ends) - now if ends else None
+
     def distrust(self, node_id: str) -> "PeerView":
         """Leave a peer that failed authentication out for good (never this node)."""
         if node_id == self.me.node_id:

@@ -180,11 +180,13 @@ class Joiner:
                 yield event
 
     async def _heartbeats(self, session: JoinSession) -> None:
-        """Proves this node alive to the coordinator; a failure shows up on the read side."""
+        """Proves this node alive to the coordinator once the round is frozen (before, a
+        silent peer is HTTP/2 keepalive's to drop); a failure shows up on the read side."""
         try:
             while True:
                 await asyncio.sleep(self._interval)
-                await session.heartbeat()
+                if self.state.frozen:
+                    await session.heartbeat()
         except SessionLost:
             pass
 
@@ -215,7 +217,7 @@ class Joiner:
                         return
                     heard = now
                     receive = asyncio.ensure_future(session.receive())
-                if now - heard > self._config.liveness_timeout and not self.state.joined_to_self:
+                if self._silent_for(now - heard):
                     yield machine.Lost(f"nothing heard from it for {now - heard:.1f} s")
                     return
                 if exited is not None and exited.done() and not exited.cancelled():
@@ -228,6 +230,12 @@ class Joiner:
                         exited = None
         finally:
             receive.cancel()
+
+    def _silent_for(self, seconds: float) -> bool:
+        """Whether the coordinator has been silent too long: it sends heartbeats from the
+        freeze on, except to its own member; before, HTTP/2 keepalive ends a dead stream."""
+        frozen = self.state.frozen and not self.state.joined_to_self
+        return frozen and seconds > self._config.liveness_timeout
 
     def _poll(self, view: PeerView, exited: Optional[asyncio.Future]) -> Optional[float]:
         """How long `_events` may sleep when nothing happens: the coordinator's silence and

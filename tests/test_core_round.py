@@ -577,6 +577,15 @@ def test_liveness_spares_the_coordinators_own_member():
     assert check_liveness(state, 106.0, 5.0).action is Action.ABORT
 
 
+def test_every_member_counts_as_heard_at_the_freeze_as_waiting_peers_send_no_heartbeats():
+    state = gather(Round(job="job", expect=Size.fixed(2)), A)
+    assert state.heard == {}
+    frozen = join(state, B, state.expect, 42.0).state
+    assert frozen.heard == {"aaaaaaaa": 42.0, "bbbbbbbb": 42.0}
+    assert check_liveness(frozen, 46.0, 5.0).action is Action.NOTHING
+    assert check_liveness(frozen, 47.5, 5.0).action is Action.ABORT
+
+
 def test_only_a_frozen_round_that_has_not_ended_is_running():
     assert not Round(job="job", expect=Size.fixed(3)).running
     assert frozen_round().running and released_round().running
@@ -586,8 +595,8 @@ def test_only_a_frozen_round_that_has_not_ended_is_running():
 def test_liveness_spares_gathering_rounds_and_members_that_succeeded():
     gathering = heard(gather(Round(job="job", expect=Size.fixed(3)), A), "aaaaaaaa", 0.0)
     assert check_liveness(gathering, 100.0, 5.0).action is Action.NOTHING
-    state = heard(released_round(), "aaaaaaaa", 0.0)
-    state = finished(state, "aaaaaaaa", 0).state
+    state = finished(released_round(), "aaaaaaaa", 0).state  # all heard at the freeze, at 0.0
+    state = heard(heard(state, "bbbbbbbb", 99.0), "cccccccc", 99.0)
     assert check_liveness(state, 100.0, 5.0).action is Action.NOTHING
 
 

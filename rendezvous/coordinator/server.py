@@ -323,8 +323,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         try:
             self._apply(step)
             self.round = rounds.heard(self.round, peer.node_id, time.monotonic())
-            beats = peer.node_id != self._me.node_id  # its own member shares this process
-            while (message := await self._next_message(outbox, beats)) is not _END:
+            while (message := await self._next_message(outbox, peer)) is not _END:
                 await context.write(signer.seal(message))
         finally:
             reader.cancel()
@@ -392,9 +391,11 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
             f"authentication failed for job {self.round.job!r}: {why}. Every peer needs the same --token-file",
         )
 
-    async def _next_message(self, outbox: asyncio.Queue, beats: bool) -> Optional[pb.CoordinatorMessage]:
-        """The next message for a peer; a heartbeat when there was none for a while, if
-        `beats`."""
+    async def _next_message(self, outbox: asyncio.Queue, peer: Peer) -> Optional[pb.CoordinatorMessage]:
+        """The next message for a peer; a heartbeat when there was none for a while, in a
+        running round (core.round.check_liveness), unless the peer is this node's own member,
+        which shares its process."""
+        beats = self.round.running and peer.node_id != self._me.node_id
         try:
             return await asyncio.wait_for(outbox.get(), self.heartbeat_interval if beats else None)
         except asyncio.TimeoutError:

@@ -198,7 +198,7 @@ def join(state: Round, peer: Peer, expect: Size, now: float, fingerprint: Option
     gathering = replace(state, joined=joined, changed=now, fingerprints=fingerprints)
     if len(joined) < state.expect.max:
         return Step(gathering, Action.BROADCAST_WAITING)
-    return _freeze(gathering)
+    return _freeze(gathering, now)
 
 
 def check_preflight(frozen: Round) -> Step:
@@ -234,9 +234,11 @@ def _join_late(state: Round, peer: Peer) -> Step:
     )
 
 
-def _freeze(state: Round) -> Step:
+def _freeze(state: Round, now: float) -> Step:
+    """Waiting peers send no heartbeats: every member counts as heard at the freeze."""
     membership = Membership.freeze(state.job, state.number, state.joined)
-    return check_preflight(replace(state, phase=RoundPhase.FROZEN, membership=membership))
+    heard = {p.node_id: now for p in membership.members}
+    return check_preflight(replace(state, phase=RoundPhase.FROZEN, membership=membership, heard=heard))
 
 
 def settle(state: Round, now: float) -> Step:
@@ -244,7 +246,7 @@ def settle(state: Round, now: float) -> Step:
     settle time; call it when that time may have passed."""
     quiet = now - state.changed >= state.settle
     if state.phase is RoundPhase.GATHERING and len(state.joined) >= state.expect.min and quiet:
-        return _freeze(state)
+        return _freeze(state, now)
     return Step(state, Action.NOTHING)
 
 
@@ -419,7 +421,9 @@ def finished(
 
 def check_liveness(state: Round, now: float, timeout: float, coordinator: str = "") -> Step:
     """After the freeze, a member not heard from for `timeout` seconds (frozen, cut off)
-    ends the round. Before it, a silent peer is HTTP/2 keepalive's to drop. The member
+    ends the round. Before it, nobody sends heartbeats (a job of N waiting peers would cost
+    its coordinator 2N messages a second for nothing): a silent peer is HTTP/2 keepalive's
+    to drop. The member
     with the `coordinator`'s own node id shares its process and sends no heartbeats."""
     if not state.running or state.membership is None:
         return Step(state, Action.NOTHING)

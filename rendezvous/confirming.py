@@ -1,9 +1,11 @@
 """Adverts confirmed over gRPC before they count (see `PeerView.confirmed`).
 
-Every advert that is new or claims something new (another --expect, a frozen coordinator)
-is checked by asking that node's Status, signed when the job has a token. Nodes are asked
-at once, up to a bound, the lowest addresses first (the election needs only the lowest that
-answers), and one that does not answer is asked again later and later: a node that never
+An advert that is new or claims something new is checked by asking that node's Status,
+signed when the job has a token, when it could change what this node does
+(`PeerView.unconfirmed`): a node of a job that all starts together asks a few peers below
+it, not all of them. Nodes are asked at once, up to a bound, the lowest addresses first
+(the election needs only the lowest that answers), and one that does not answer is asked
+again later and later: a node that never
 answers (a forged advert for an unused address) costs only its own retries and never holds
 a place another node needs, and a job of dozens of nodes on a busy network does not drown
 in its own retries. A node that fails authentication is left out for good.
@@ -26,8 +28,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Nodes asked at once at most: a flood of forged adverts costs a bounded number of calls.
-MAX_PROBES = 64
+# Nodes asked at once at most: a flood of forged adverts costs a bounded number of calls,
+# and a node that hears a whole job at once does not ask all of it before the lowest answers.
+MAX_PROBES = 8
 # A node that does not answer is asked again after the interval, doubled at every further
 # silence up to this many intervals.
 MAX_BACKOFF = 8
@@ -51,7 +54,7 @@ class Confirmer:
             return
         loop = asyncio.get_running_loop()
         now, later = loop.time(), []
-        wanted = sorted(self._res.view.unconfirmed(), key=lambda a: a.peer)
+        wanted = self._res.view.unconfirmed(now)
         needed = {a.node_id for a in wanted}
         for mapping in (self._next_ask, self._backoff):  # forget nodes that need no asking
             for node_id in set(mapping) - needed:
@@ -78,7 +81,7 @@ class Confirmer:
     async def _ask(self, node_id: str) -> None:
         """Ask the node's Status once; when to ask again if its advert still needs it."""
         view = self._res.view
-        advert = next((a for a in view.unconfirmed() if a.node_id == node_id), None)
+        advert = next((a for a in view.unconfirmed(asyncio.get_running_loop().time()) if a.node_id == node_id), None)
         if advert is None:
             return
         try:

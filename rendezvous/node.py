@@ -104,7 +104,7 @@ class Node:
             job=self.config.job,
             expect=self.config.expect,
             phase=self._phase,
-            seen=tuple(self.view.live_peers(now)),
+            seen=tuple(self.view.present(now)),
             unreachable=tuple(self.view.suspected(now)),
             following=self.view.target(now).peer if self._membership is None else None,
             membership=self._membership,
@@ -144,6 +144,7 @@ class Node:
                 metrics = start_metrics(self.config.metrics_port, str(self._res.me.address), self.status)
                 await self._res.start(self.config)
                 self._spawn(self._hint_when_alone(), "lonely-hint")
+                self._spawn(self._ask_while_incomplete(), "ask-again")
                 self.reporter.ready()
                 self.reporter.update(self.status())
                 self._previous_chief = self._res.sync.load_chief() if self._res.sync else None
@@ -325,6 +326,16 @@ class Node:
         self._hint = lonely_hint(seconds, seeds, multicast=mode != "unicast")
         log.warning("%s", self._hint)
         self.reporter.update(self.status())
+
+    async def _ask_while_incomplete(self) -> None:
+        """While this node waits without having seen its whole job, have discovery ask
+        again, twice as seldom each time: what was lost is not left to the caches' expiry."""
+        first = interval = self.config.timings.ask_again
+        while interval > 0:
+            await asyncio.sleep(interval)
+            if self._phase is Phase.WAITING and not self.view.complete:
+                self._res.discovery.ask_again()
+            interval = min(2 * interval, 8 * first)
 
     async def _update_advert(self) -> None:
         """Announce this node's advert as it is after the delay: changes made meanwhile

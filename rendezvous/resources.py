@@ -45,6 +45,11 @@ from .token import load_keys
 
 log = logging.getLogger(__name__)
 
+# What follows from a change of the view is done once per this many seconds of changes: a
+# node of a job of N nodes that starts at once hears N adverts within a moment, and each
+# telling (the coordinator service, the progress, the confirmer, the joiner) costs O(N).
+VIEW_SETTLE = 0.02
+
 
 class SessionFactory(Protocol):
     def __call__(
@@ -70,6 +75,7 @@ class Resources:
     confirmer: Optional[Confirmer] = None
     registration: Optional[Path] = None
     view_changed: asyncio.Event = field(default_factory=asyncio.Event)
+    _telling: Optional[asyncio.TimerHandle] = field(default=None, init=False, repr=False)
 
     def hold_tf_port(self) -> None:
         """Hold this node's TF port again for the next round (the last command bound it)."""
@@ -83,8 +89,14 @@ class Resources:
         self.service.moved(me)
 
     def update_view(self, view: PeerView) -> None:
+        """Take the new view now, and tell the rest about it after VIEW_SETTLE."""
         self.view = view
-        self.service.follow(view.target(time.monotonic()))
+        if self._telling is None:
+            self._telling = asyncio.get_running_loop().call_later(VIEW_SETTLE, self._tell)
+
+    def _tell(self) -> None:
+        self._telling = None
+        self.service.follow(self.view.target(time.monotonic()))
         self.view_changed.set()
         self.on_view()
         if self.confirmer is not None:
@@ -111,6 +123,8 @@ class Resources:
 
     async def close(self, *first: tuple[str, Optional[Callable[[], object]]]) -> None:
         """Close everything in order, after the `first` steps (the current round's)."""
+        if self._telling is not None:
+            self._telling.cancel()
         await run_all(
             ("release the TF port", self.reservation.release),
             *first,

@@ -398,10 +398,12 @@ class Network:
         key = "net/ipv4/ip_forward" if self.subnet.version == 4 else "net/ipv6/conf/all/forwarding"
         _ip("netns", "exec", self.router_ns, "sh", "-c", f"echo 1 > /proc/sys/{key}")
 
-    def deafen(self, host: Host) -> None:
-        """The bridge stops flooding multicast to ``host``: it hears no mDNS, while every
-        other host still hears its own (a switch port with multicast filtered one way)."""
-        _ip("-n", self.bridge_ns, "link", "set", f"h{host.index}", "type", "bridge_slave", "mcast_flood", "off")
+    def deafen(self, host: Host, deaf: bool = True) -> None:
+        """The bridge stops flooding multicast to ``host`` (``deaf=False``: starts again):
+        it hears no mDNS, while every other host still hears its own (a switch port with
+        multicast filtered one way)."""
+        flood = "off" if deaf else "on"
+        _ip("-n", self.bridge_ns, "link", "set", f"h{host.index}", "type", "bridge_slave", "mcast_flood", flood)
 
     # -- teardown ------------------------------------------------------------
 

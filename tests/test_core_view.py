@@ -109,7 +109,7 @@ def test_gone_of_an_unknown_peer_is_the_same_view():
 
 def test_a_hint_introduces_a_node_this_view_does_not_know():
     v = view().hinted(LOW)
-    assert v.others == {"bbbbbbbb": LOW} and v.unconfirmed() == [LOW]  # a hint, like any advert
+    assert v.others == {"bbbbbbbb": LOW} and v.unconfirmed(0.0) == [LOW]  # a hint, like any advert
 
 
 def test_a_hint_never_changes_what_a_known_node_claims():
@@ -129,7 +129,7 @@ def test_a_node_known_only_from_a_hint_is_dropped_when_it_does_not_answer():
     assert hinted.unanswered("bbbbbbbb").others == {}
     assert hinted.unanswered("bbbbbbbb").hinted(LOW).others == {"bbbbbbbb": LOW}  # it may answer later
     confirmed = hinted.confirm(LOW)
-    assert confirmed.unconfirmed() == [] and confirmed.unanswered("bbbbbbbb").others == {}
+    assert confirmed.unconfirmed(0.0) == [] and confirmed.unanswered("bbbbbbbb").others == {}
     heard = confirmed.seen(LOW)  # discovery heard of it too: the same advert, no longer a hint
     assert heard.others == {"bbbbbbbb": LOW} and heard.unanswered("bbbbbbbb") is heard
     assert view(LOW).unanswered("bbbbbbbb").others == {"bbbbbbbb": LOW}
@@ -378,11 +378,11 @@ def test_a_frozen_advert_of_a_round_others_moved_on_from_is_stale():
 def test_a_suspicion_lasts_until_the_peer_answers_again():
     v = view(LOW, HIGH).suspect(LOW.node_id, until=math.inf)
     assert v.is_suspected(LOW.node_id, 1e12)
-    assert LOW in v.unconfirmed()  # its Status is asked again
+    assert LOW in v.unconfirmed(0.0)  # its Status is asked again
     trusted = v.confirm(LOW)
     assert not trusted.is_suspected(LOW.node_id, 0.0)
     assert trusted.target(0.0).peer == LOW.peer
-    assert trusted.unconfirmed() == []
+    assert trusted.unconfirmed(0.0) == []
 
 
 def test_the_timeout_summary_names_an_address_shared_by_two_nodes():
@@ -438,16 +438,52 @@ def test_an_unconfirmed_advert_is_not_elected_and_its_claims_are_not_acted_on():
     v = PeerView(ME).seen(liar).seen(HIGH).confirm(HIGH)
     assert v.target(0.0).peer == ME.peer
     assert v.conflicts() == []
-    assert v.unconfirmed() == [liar]
+    assert v.unconfirmed(0.0) == [liar]
+
+
+def test_only_adverts_that_could_change_what_this_node_does_are_asked():
+    # a waiting peer above the one this node joins, agreeing with it, proves itself by joining
+    waiting = advert("10.0.0.200", "dddddddd")
+    v = view(LOW).seen(waiting).seen(HIGH)
+    assert v.target(0.0).peer == LOW.peer and v.unconfirmed(0.0) == []
+    assert v.present(0.0) == sorted([LOW.peer, ME.peer, HIGH.peer, waiting.peer]), "seen all the same"
+    lower = advert("10.0.0.5", "eeeeeeee")
+    assert v.seen(lower).unconfirmed(0.0) == [lower], "it would be elected"
+    assert view().seen(lower).seen(HIGH).unconfirmed(0.0) == [lower, HIGH], "this node coordinates: all"
+
+
+@pytest.mark.parametrize("claims", [
+    {"phase": Phase.RUNNING, "coordinator": "10.0.0.1:7000"},  # frozen elsewhere: a redirect
+    {"round": 2},  # a newer round
+    {"expect": Size.fixed(5)},  # a conflict
+    {"auth": True},  # wants a token this node lacks
+])
+def test_a_peer_above_the_target_is_asked_when_it_claims_what_this_node_would_act_on(claims):
+    claiming = dataclasses.replace(HIGH, **claims)
+    assert view(LOW).seen(claiming).unconfirmed(0.0) == [claiming]
+
+
+def test_a_peer_frozen_with_the_coordinator_this_node_joins_is_not_asked():
+    running = dataclasses.replace(HIGH, phase=Phase.RUNNING, coordinator=LOW.peer.endpoint)
+    assert view(LOW).seen(running).unconfirmed(0.0) == []
+
+
+def test_a_hint_above_the_target_is_asked_as_no_answer_is_what_drops_it():
+    assert view(LOW).hinted(HIGH).unconfirmed(0.0) == [HIGH]
+
+
+def test_present_leaves_suspected_peers_out():
+    v = view(LOW, HIGH).suspect(LOW.node_id, until=30.0)
+    assert v.present(10.0) == sorted([ME.peer, HIGH.peer])
 
 
 def test_claims_are_taken_from_the_status_not_from_the_advert():
     running = dataclasses.replace(LOW, phase=Phase.RUNNING, coordinator=HIGH.peer.endpoint)
     v = view(LOW, HIGH).seen(running)  # its Status still says it waits
     assert v.target(0.0).peer == LOW.peer
-    assert v.unconfirmed() == [running]
+    assert v.unconfirmed(0.0) == [running]
     assert v.confirm(running).target(0.0).endpoint == HIGH.peer.endpoint
-    assert v.confirm(running).unconfirmed() == []
+    assert v.confirm(running).unconfirmed(0.0) == []
 
 
 def test_a_confirmation_of_another_endpoint_does_not_count():
@@ -466,7 +502,7 @@ def test_a_node_of_the_job_on_the_other_ip_family_is_kept_for_the_family_but_is_
     v = view(v6, LOW)
     assert set(v.others) == {LOW.node_id, v6.node_id}
     assert v.peers == [LOW.peer, ME.peer] and v.live_peers(0.0) == [LOW.peer, ME.peer]
-    assert v.unconfirmed() == []  # it is not asked: it cannot be a candidate
+    assert v.unconfirmed(0.0) == []  # it is not asked: it cannot be a candidate
     assert v.family.version == 4 and v.family.left_out == (v6,)
     assert view(advert("fd00::5", "dddddddd", job="other")).family.left_out == ()
 
@@ -480,7 +516,7 @@ def test_a_dual_stack_node_that_switched_sees_the_ipv6_members_and_not_the_ipv4_
     assert v.live_peers(0.0) == [dual.peer, ME.peer]  # before the switch: its own family
     moved = v.with_me(me.using(6))
     assert moved.live_peers(0.0) == [peer("fd00::5", "dddddddd"), peer("fd00::10", ME.node_id)]
-    assert moved.unconfirmed() == [] and moved.target(0.0).peer == peer("fd00::5", "dddddddd")
+    assert moved.unconfirmed(0.0) == [] and moved.target(0.0).peer == peer("fd00::5", "dddddddd")
     switched_dual = dual.using(6)
     assert seen(moved, switched_dual).live_peers(0.0)[1] == switched_dual.peer
 

@@ -56,6 +56,30 @@ def test_a_host_that_hears_no_multicast_learns_of_its_peers_from_their_status_re
     assert_consistent(records(out), net.addresses)
 
 
+def test_announcements_lost_at_startup_are_asked_for_again(make_network, tmp_path):
+    """Both hosts hear no mDNS while they start (their announcements and zeroconf's four
+    startup queries, the last at 14 s, are lost), then hear it again: zeroconf alone would
+    ask again only when the cached records near their expiry, many minutes later. Neither
+    knows the other, so no Status request brings a hint either."""
+    net = make_network(2)
+    for host in net.hosts:
+        net.deafen(host)
+    job = f"n-{secrets.token_hex(4)}"
+    out = tmp_path / "out"
+    out.mkdir()
+    options = ["--timeout", "40", "--timings", "ask-again=1"]
+    peers = [
+        start_peer(join_argv(2, job, out, options=options), tmp_path, h.name, popen=h.popen) for h in net.hosts
+    ]
+    time.sleep(16)
+    assert all(p.proc.poll() is None for p in peers) and records(out) == [], "formed while deaf"
+    for host in net.hosts:
+        net.deafen(host, deaf=False)
+    for peer in peers:
+        assert peer.wait() == 0, peer.log
+    assert_consistent(records(out), net.addresses)
+
+
 def test_late_host_with_lowest_address_is_refused(make_network, tmp_path):
     net = make_network(3)
     job = f"n-{secrets.token_hex(4)}"

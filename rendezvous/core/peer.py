@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
-from functools import total_ordering
+from functools import cached_property, total_ordering
 from typing import Iterable, Union
 
 from .numbers import parse_whole
@@ -90,7 +90,7 @@ class Peer:
         _check_port("port", self.port)
         _check_port("tf_port", self.tf_port)
 
-    @property
+    @cached_property  # views sort dozens of peers many times over
     def sort_key(self) -> tuple[int, int, int, str]:
         return (self.address.version, int(self.address), self.port, self.node_id)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Mapping, Optional, Sequence, TypeVar
+from typing import Iterator, Mapping, Optional, Sequence, TypeVar
 
 from .advert import Advert, Phase
 from .family import Family, choose_family
@@ -148,23 +148,47 @@ class PeerView:
             unreachable=_without(self.unreachable, claims.node_id),
         )
 
-    def unconfirmed(self) -> list[Advert]:
-        """Adverts whose claims no Status has confirmed yet (new ones, changed ones), and
-        those of suspected peers: an answer is what makes them candidates again."""
-        return [
-            a for a in self._counted()
+    def unconfirmed(self, now: float) -> list[Advert]:
+        """The adverts this node needs a Status for, lowest first: claims no Status has
+        confirmed yet (new ones, changed ones) or of a suspected peer (an answer makes it a
+        candidate again), that could change what this node does (`_could_matter`)."""
+        target = self.target(now)
+        pending = (
+            a for a in self._counted
             if a.node_id in self.unreachable or not _same_claims(self.confirmed.get(a.node_id), a)
-        ]
+        )
+        return sorted((a for a in pending if self._could_matter(a, target)), key=lambda a: a.peer)
 
+    def _could_matter(self, advert: Advert, target: Target) -> bool:
+        """Whether confirming `advert` could change whom this node joins or whom it
+        disagrees with: a peer below `target` would be elected, and a peer that claims a
+        frozen round elsewhere, a newer round, another --expect or a token redirects or
+        fails this node. A waiting peer above the target that agrees with it changes
+        nothing, and proves itself when it joins: asking every peer would cost a job of N
+        nodes N² calls. Two kinds are always asked: a mere hint (no answer is what drops
+        it), and every peer of a node that coordinates, as the request brings that peer the
+        coordinator's advert before any mDNS answer does (StatusRequest.caller)."""
+        if advert.node_id in self.hints or target.peer in (None, self.me.peer) or advert.peer < target.peer:
+            return True
+        frozen_elsewhere = advert.phase is not Phase.WAITING and advert.coordinator not in (None, target.endpoint)
+        return (
+            frozen_elsewhere or advert.round > self.me.round or advert.expect != self.me.expect
+            or (advert.auth and not self.me.auth)
+        )
+
+    # A view never changes (changes make a new one), so what it derives is kept: a node
+    # asks its view many times per change, and a job may have dozens of nodes.
+
+    @cached_property
     def _counted(self) -> list[Advert]:
         """The adverts of other peers that may become candidates: trusted, and of this
         node's family."""
         return [a for a in self.others.values() if self._trusted(a) and self._same_family(a)]
 
-    @property
+    @cached_property
     def _candidates(self) -> list[Advert]:
         """The other peers that count, with their claims as their Status confirmed them."""
-        found = (self.confirmed.get(a.node_id) for a in self._counted())
+        found = (self.confirmed.get(a.node_id) for a in self._counted)
         return [c for c in found if c is not None and c.peer == self.others[c.node_id].peer]
 
     def with_me(self, me: Advert) -> "PeerView":
@@ -195,34 +219,45 @@ class PeerView:
             if a.expect != self.me.expect
         ]
 
+    @property
+    def complete(self) -> bool:
+        """Whether as many peers were seen as the job may have (--expect MAX)."""
+        return len(self.peers) >= self.me.expect.max
+
+    def present(self, now: float) -> list[Peer]:
+        """The peers seen and not suspected of being gone, confirmed or not (for status)."""
+        return sorted(a.peer for a in [self.me, *self._counted] if not self.is_suspected(a.node_id, now))
+
     def live_peers(self, now: float) -> list[Peer]:
         """The peers that count: every one seen but those suspected of being gone, or
         left out for authentication."""
-        return sorted(a.peer for a in [self.me, *self._candidates] if not self.is_suspected(a.node_id, now))
+        return sorted(self._live(now))
+
+    def _live(self, now: float) -> Iterator[Peer]:
+        return (a.peer for a in [self.me, *self._candidates] if not self.is_suspected(a.node_id, now))
 
     def target(self, now: float) -> Target:
         """Whom to join: a frozen job's coordinator if one is advertised, else the lowest
         live peer. Adverts of an earlier round than the latest one advertised (this node's
         included), and of suspected nodes or naming one as coordinator, are stale: a node killed without a goodbye keeps its
         last advert in every mDNS cache for many minutes."""
-        suspected = {
-            a.peer.endpoint for a in self.others.values()
-            if self.is_suspected(a.node_id, now) or not self._trusted(a)
-        }
         latest = max(a.round for a in [self.me, *self._candidates])  # a round others already moved on from is over
-        frozen = sorted(
-            (
-                a for a in self._candidates
-                if a.phase is not Phase.WAITING and a.coordinator and a.round >= latest
-                and not self.is_suspected(a.node_id, now) and a.coordinator not in suspected
-            ),
-            key=lambda a: a.peer,
-        )
+        frozen = [
+            a for a in self._candidates
+            if a.phase is not Phase.WAITING and a.coordinator and a.round >= latest
+            and not self.is_suspected(a.node_id, now)
+        ]
+        if frozen:
+            suspected = {
+                a.peer.endpoint for a in self.others.values()
+                if self.is_suspected(a.node_id, now) or not self._trusted(a)
+            }
+            frozen = sorted((a for a in frozen if a.coordinator not in suspected), key=lambda a: a.peer)
         if frozen:
             endpoint = frozen[0].coordinator or ""
             known = [p for p in self.peers if p.endpoint == endpoint]
             return Target(endpoint, known[0] if known else None)
-        coordinator = elect_coordinator(self.live_peers(now))
+        coordinator = elect_coordinator(self._live(now))
         return Target(coordinator.endpoint, coordinator)
 
     def suspected(self, now: float) -> list[Peer]:

@@ -67,6 +67,10 @@ class Discovery:
         None when this discovery does not gossip."""
         return None
 
+    def ask_again(self) -> None:
+        """This node has not seen its whole job yet: ask for the nodes not heard of, where
+        discovery would otherwise wait for its caches to expire (mDNS). Nothing by default."""
+
 
 #: Builds a discovery: (address, advert or None, event callback) -> Discovery.
 DiscoveryFactory = Callable[[IPAddress, Optional[Advert], Callable[[DiscoveryEvent], None]], Discovery]

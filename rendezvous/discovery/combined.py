@@ -38,6 +38,10 @@ class Combined(Discovery):
         answers = [a for a in (p.exchange(gossip) for p in self._parts) if a is not None]
         return answers[0] if answers else None
 
+    def ask_again(self) -> None:
+        for part in self._parts:
+            part.ask_again()
+
 
 def discovery_factory(mode: str, seeds: Sequence[Seed], timings: Timings = Timings()) -> DiscoveryFactory:
     """What builds the discovery of `mode` (mdns, unicast or both) for these seeds."""

@@ -5,6 +5,12 @@ heard by the nodes of both families, and a job of either may use it (core.family
 callbacks start one task per service that resolves it and hands the decoded advert to the
 caller: a service whose records were not in the answer needs a query of its own, which must
 not delay the others. Junk records are logged and ignored.
+
+python-zeroconf browses with a few queries at startup, then only when records are about to
+expire: announcements lost at startup (dozens of nodes starting at once overflow socket
+buffers) would be heard of only after many minutes. `ask_again` asks once more, listing the
+answers already known, so that only the nodes not heard of answer, and resolves again the
+services that could not be resolved.
 Without an advert of its own (`rendezvous peers`) it only browses.
 """
 
@@ -14,7 +20,7 @@ import asyncio
 import logging
 from typing import Callable, Optional
 
-from zeroconf import DNSQuestionType, IPVersion, ServiceStateChange
+from zeroconf import DNSQuestionType, IPVersion, ServiceStateChange, current_time_millis
 from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZeroconf
 
 from ..config import Timings
@@ -53,6 +59,7 @@ class MdnsDiscovery(Discovery):
         self._browser: Optional[AsyncServiceBrowser] = None
         self._info: Optional[AsyncServiceInfo] = None
         self._resolving: dict[str, asyncio.Task] = {}  # service name -> its latest change
+        self._unresolved: set[str] = set()  # services whose records never came
         self._slots = asyncio.Semaphore(MAX_RESOLVING)
         # Queries ask for multicast answers (QM), never unicast ones (QU, zeroconf's default
         # for a first query): where several mDNS stacks share port 5353 on one machine (a
@@ -99,6 +106,14 @@ class MdnsDiscovery(Discovery):
         self._info = self._service_info(advert)
         await self._zc.async_update_service(self._info)
 
+    def ask_again(self) -> None:
+        if self._browser is None:
+            return
+        self._browser.query_scheduler.async_send_ready_queries(False, current_time_millis(), {SERVICE_TYPE})
+        retry, self._unresolved = sorted(self._unresolved), set()
+        for name in retry:
+            self._start_resolving(name)
+
     async def close(self) -> None:
         """Say goodbye (so peers drop this node at once) and release the sockets."""
         if self._browser is not None:
@@ -131,10 +146,14 @@ class MdnsDiscovery(Discovery):
         previous = self._resolving.pop(name, None)
         if previous is not None:
             previous.cancel()
+        self._unresolved.discard(name)
         if state_change is ServiceStateChange.Removed:
             self._deliver(Gone(node_id))
             return
-        task = asyncio.get_running_loop().create_task(self._resolve_one(name), name=f"resolve-{node_id}")
+        self._start_resolving(name)
+
+    def _start_resolving(self, name: str) -> None:
+        task = asyncio.get_running_loop().create_task(self._resolve_one(name), name=f"resolve-{_node_id_of(name)}")
         self._resolving[name] = task
         task.add_done_callback(lambda t: self._resolving.pop(name) if self._resolving.get(name) is t else None)
 
@@ -154,6 +173,7 @@ class MdnsDiscovery(Discovery):
             timeout_ms = int(self._timings.resolve_timeout * 1000)
             if not await info.async_request(self._zc.zeroconf, timeout_ms, self._question_type):
                 log.debug("could not resolve %s", name)
+                self._unresolved.add(name)
                 return None
             # Both families: a dual-stack node's advert says which address is the other one.
             addresses = info.parsed_addresses(IPVersion.All)

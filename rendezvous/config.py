@@ -86,7 +86,7 @@ class Timings:
     # Alone this long, a node says that multicast may be blocked and how to give seeds.
     lonely_hint: float = 10.0
     # A node that waits without having seen its whole job asks the network again after
-    # this, then twice as seldom each time, up to 8 times this (0: never).
+    # this, then twice as seldom each time, up to 16 times this (0: never).
     ask_again: float = 2.0
 
     def __post_init__(self) -> None:

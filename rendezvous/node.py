@@ -335,7 +335,7 @@ class Node:
             await asyncio.sleep(interval)
             if self._phase is Phase.WAITING and not self.view.complete:
                 self._res.discovery.ask_again()
-            interval = min(2 * interval, 8 * first)
+            interval = min(2 * interval, 16 * first)
 
     async def _update_advert(self) -> None:
         """Announce this node's advert as it is after the delay: changes made meanwhile

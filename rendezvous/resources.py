@@ -45,9 +45,10 @@ from .token import load_keys
 
 log = logging.getLogger(__name__)
 
-# What follows from a change of the view is done once per this many seconds of changes: a
-# node of a job of N nodes that starts at once hears N adverts within a moment, and each
-# telling (the coordinator service, the progress, the confirmer, the joiner) costs O(N).
+# What follows from a change of the view is done at once, then at most once per this many
+# seconds while changes keep coming: a node of a job of N nodes that starts at once hears N
+# adverts within a moment, and each telling (the coordinator service, the progress, the
+# confirmer, the joiner) costs O(N).
 VIEW_SETTLE = 0.02
 
 
@@ -76,6 +77,7 @@ class Resources:
     registration: Optional[Path] = None
     view_changed: asyncio.Event = field(default_factory=asyncio.Event)
     _telling: Optional[asyncio.TimerHandle] = field(default=None, init=False, repr=False)
+    _untold: bool = field(default=False, init=False, repr=False)
 
     def hold_tf_port(self) -> None:
         """Hold this node's TF port again for the next round (the last command bound it)."""
@@ -89,13 +91,21 @@ class Resources:
         self.service.moved(me)
 
     def update_view(self, view: PeerView) -> None:
-        """Take the new view now, and tell the rest about it after VIEW_SETTLE."""
+        """Take the new view, and tell the rest about it (see VIEW_SETTLE)."""
         self.view = view
         if self._telling is None:
-            self._telling = asyncio.get_running_loop().call_later(VIEW_SETTLE, self._tell)
+            self._tell()
+        else:
+            self._untold = True
+
+    def _settled(self) -> None:
+        self._telling = None
+        if self._untold:
+            self._tell()
 
     def _tell(self) -> None:
-        self._telling = None
+        self._untold = False
+        self._telling = asyncio.get_running_loop().call_later(VIEW_SETTLE, self._settled)
         self.service.follow(self.view.target(time.monotonic()))
         self.view_changed.set()
         self.on_view()

@@ -67,7 +67,7 @@ def test_announcements_lost_at_startup_are_asked_for_again(make_network, tmp_pat
     job = f"n-{secrets.token_hex(4)}"
     out = tmp_path / "out"
     out.mkdir()
-    options = ["--timeout", "40", "--timings", "ask-again=1"]
+    options = ["--timeout", "40", "--timings", "ask-again=0.75"]  # asks at 0.75, 2.25, ..., 23.25 s
     peers = [
         start_peer(join_argv(2, job, out, options=options), tmp_path, h.name, popen=h.popen) for h in net.hosts
     ]

@@ -423,8 +423,7 @@ def check_liveness(state: Round, now: float, timeout: float, coordinator: str = 
     """After the freeze, a member not heard from for `timeout` seconds (frozen, cut off)
     ends the round. Before it, nobody sends heartbeats (a job of N waiting peers would cost
     its coordinator 2N messages a second for nothing): a silent peer is HTTP/2 keepalive's
-    to drop. The member
-    with the `coordinator`'s own node id shares its process and sends no heartbeats."""
+    to drop. The member with the `coordinator`'s node id shares its process and sends none."""
     if not state.running or state.membership is None:
         return Step(state, Action.NOTHING)
     for peer in state.membership.members:

@@ -5,13 +5,13 @@ heard by the nodes of both families, and a job of either may use it (core.family
 callbacks start one task per service that resolves it and hands the decoded advert to the
 caller: a service whose records were not in the answer needs a query of its own, which must
 not delay the others. Junk records are logged and ignored.
+Without an advert of its own (`rendezvous peers`) it only browses.
 
 python-zeroconf browses with a few queries at startup, then only when records are about to
 expire: announcements lost at startup (dozens of nodes starting at once overflow socket
 buffers) would be heard of only after many minutes. `ask_again` asks once more, listing the
 answers already known, so that only the nodes not heard of answer, and resolves again the
 services that could not be resolved.
-Without an advert of its own (`rendezvous peers`) it only browses.
 """
 
 from __future__ import annotations

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import secrets
 import socket
+from types import SimpleNamespace
 
 from zeroconf import IPVersion
 from zeroconf.asyncio import AsyncServiceInfo, AsyncZeroconf
 
 from peers import assert_consistent, join_argv, records, start_peer
 from rendezvous.core.advert import SERVICE_TYPE
+from rendezvous.discovery.mdns import MAX_RESOLVING, MdnsDiscovery
 
 JUNK_ADDRESS = "127.0.0.20"
 
@@ -75,3 +78,22 @@ def test_peers_ignore_junk_records(tmp_path):
             await zc.async_close()
 
     asyncio.run(scenario())
+
+
+def test_asking_again_resolves_a_bounded_number_of_unresolved_names_longest_waiting_first():
+    """A flood of service names that never resolve (a PTR without SRV or TXT) must not make
+    every node query for all of them at every ask: at most MAX_RESOLVING per ask, in turn."""
+    sent: list[set] = []
+    started: list[str] = []
+    discovery = MdnsDiscovery(ipaddress.ip_address("127.0.0.2"), None, lambda event: None)
+    discovery._browser = SimpleNamespace(query_scheduler=SimpleNamespace(
+        async_send_ready_queries=lambda first, now, types: sent.append(types)))
+    discovery._start_resolving = started.append  # type: ignore[method-assign]
+    names = [f"n{i}.{SERVICE_TYPE}" for i in range(MAX_RESOLVING + 3)]
+    discovery._unresolved = dict.fromkeys(names)
+    discovery.ask_again()
+    assert sent == [{SERVICE_TYPE}] and started == names[:MAX_RESOLVING]
+    discovery._unresolved.update(dict.fromkeys(started))  # they fail again: last in line
+    started.clear()
+    discovery.ask_again()
+    assert started[:3] == names[MAX_RESOLVING:] and len(started) == MAX_RESOLVING

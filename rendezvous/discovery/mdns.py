@@ -59,7 +59,8 @@ class MdnsDiscovery(Discovery):
         self._browser: Optional[AsyncServiceBrowser] = None
         self._info: Optional[AsyncServiceInfo] = None
         self._resolving: dict[str, asyncio.Task] = {}  # service name -> its latest change
-        self._unresolved: set[str] = set()  # services whose records never came
+        # Services whose records never came, oldest first (a dict as an ordered set).
+        self._unresolved: dict[str, None] = {}
         self._slots = asyncio.Semaphore(MAX_RESOLVING)
         # Queries ask for multicast answers (QM), never unicast ones (QU, zeroconf's default
         # for a first query): where several mDNS stacks share port 5353 on one machine (a
@@ -110,8 +111,10 @@ class MdnsDiscovery(Discovery):
         if self._browser is None:
             return
         self._browser.query_scheduler.async_send_ready_queries(False, current_time_millis(), {SERVICE_TYPE})
-        retry, self._unresolved = sorted(self._unresolved), set()
-        for name in retry:
+        # At most MAX_RESOLVING per ask, the longest waiting first (one that fails again
+        # goes last): a flood of names that never resolve costs a bounded number of queries.
+        for name in list(self._unresolved)[:MAX_RESOLVING]:
+            del self._unresolved[name]
             self._start_resolving(name)
 
     async def close(self) -> None:
@@ -146,7 +149,7 @@ class MdnsDiscovery(Discovery):
         previous = self._resolving.pop(name, None)
         if previous is not None:
             previous.cancel()
-        self._unresolved.discard(name)
+        self._unresolved.pop(name, None)
         if state_change is ServiceStateChange.Removed:
             self._deliver(Gone(node_id))
             return
@@ -173,7 +176,7 @@ class MdnsDiscovery(Discovery):
             timeout_ms = int(self._timings.resolve_timeout * 1000)
             if not await info.async_request(self._zc.zeroconf, timeout_ms, self._question_type):
                 log.debug("could not resolve %s", name)
-                self._unresolved.add(name)
+                self._unresolved[name] = None
                 return None
             # Both families: a dual-stack node's advert says which address is the other one.
             addresses = info.parsed_addresses(IPVersion.All)

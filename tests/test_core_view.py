@@ -507,6 +507,17 @@ def test_a_node_of_the_job_on_the_other_ip_family_is_kept_for_the_family_but_is_
     assert view(advert("fd00::5", "dddddddd", job="other")).family.left_out == ()
 
 
+def test_a_dual_stack_advert_of_the_other_family_counts_at_its_address_of_this_nodes_family():
+    # it advertised IPv6 for a while; an IPv4-only node that missed its switch back still
+    # finds it, asks it at its IPv4 address, and joins it once that Status confirms it
+    on_v6 = advert("fd00::9", "bbbbbbbb", alternate=ip("10.0.0.9"))
+    on_v4 = on_v6.using(4)
+    v = PeerView(ME).seen(on_v6)
+    assert v.peers == [on_v4.peer, ME.peer] and v.unconfirmed(0.0) == [on_v4]
+    assert v.confirm(on_v4).target(0.0).peer == on_v4.peer
+    assert v.confirm(on_v6).target(0.0).peer == ME.peer, "a Status on the other family confirms nothing here"
+
+
 def test_a_dual_stack_node_that_switched_sees_the_ipv6_members_and_not_the_ipv4_adverts():
     me = dataclasses.replace(ME, alternate=ip("fd00::10"))
     v6 = advert("fd00::5", "dddddddd")

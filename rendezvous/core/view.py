@@ -93,10 +93,15 @@ class PeerView:
         (core.family), and the members that cannot use it."""
         return choose_family([self.me, *(a for a in self.others.values() if self._trusted(a))])
 
-    def _same_family(self, advert: Advert) -> bool:
-        """Whether a peer advertises the family this node does: the job's, once this node
-        switched to it (or could not: it is left out); only those are candidates."""
-        return advert.peer.address.version == self.me.peer.address.version
+    @cached_property
+    def _usable(self) -> dict[str, Advert]:
+        """Every other node's advert on the IP family this node uses (the job's, once this
+        node switched to it), by node id: as advertised, or at its address of this family
+        when a dual-stack node advertises the other one (it may have switched back since,
+        and its new announcement been lost). Only these can be candidates."""
+        version = self.me.peer.address.version
+        found = ((node_id, a.using(version)) for node_id, a in self.others.items())
+        return {node_id: a for node_id, a in found if a is not None}
 
     def gone(self, node_id: str) -> "PeerView":
         """The node said goodbye (or discovery's record of it expired)."""
@@ -183,13 +188,13 @@ class PeerView:
     def _counted(self) -> list[Advert]:
         """The adverts of other peers that may become candidates: trusted, and of this
         node's family."""
-        return [a for a in self.others.values() if self._trusted(a) and self._same_family(a)]
+        return [a for a in self._usable.values() if self._trusted(a)]
 
     @cached_property
     def _candidates(self) -> list[Advert]:
         """The other peers that count, with their claims as their Status confirmed them."""
         found = (self.confirmed.get(a.node_id) for a in self._counted)
-        return [c for c in found if c is not None and c.peer == self.others[c.node_id].peer]
+        return [c for c in found if c is not None and c.peer == self._usable[c.node_id].peer]
 
     def with_me(self, me: Advert) -> "PeerView":
         return replace(self, me=me)
@@ -200,8 +205,8 @@ class PeerView:
 
     @property
     def peers(self) -> list[Peer]:
-        """Every peer seen that advertises this node's family."""
-        return sorted(a.peer for a in self.adverts if self._same_family(a))
+        """Every peer seen that has an address of this node's family."""
+        return sorted([self.me.peer, *(a.peer for a in self._usable.values())])
 
     def conflicts(self) -> list[str]:
         """Peers of the same job that disagree with this node about --expect, or that want

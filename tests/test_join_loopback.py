@@ -205,7 +205,7 @@ def test_a_coordinator_killed_without_goodbye_can_be_restarted(tmp_path, job):
         join_argv(3, job, out, address="127.0.0.2", options=["--port", str(low)]), tmp_path, "crashed"
     )
     waiting = start_peer(join_argv(3, job, out, address="127.0.0.3", options=fast), tmp_path, "waiting")
-    _wait_for_log(waiting, "2/3 peers seen")
+    _wait_for_log(waiting, "[coordinator], 127.0.0.3 (")  # it follows the node about to crash
     crashed.proc.kill()  # no goodbye: the waiting peer's mDNS cache keeps it for many minutes
     crashed.wait()
     # the same machine starts it again: a new node on the same address; then the last peer

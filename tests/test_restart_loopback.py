@@ -215,7 +215,7 @@ def test_a_suspected_coordinator_is_trusted_again_as_soon_as_it_answers(tmp_path
     it answers a probe it is a candidate again at once, not after a fixed time."""
     options = ["--timeout", "20"]
     low, mid = (start(tmp_path, job, "fail:0", a, options) for a in ADDRESSES[:2])
-    wait_for_log(mid, "2/3 peers seen")
+    wait_for_log(mid, f"[coordinator], {ADDRESSES[1]} (")  # it follows low, whose Status answered
     low.proc.send_signal(signal.SIGSTOP)
     try:
         wait_for_log(mid, "electing without it until it answers")

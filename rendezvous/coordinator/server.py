@@ -321,8 +321,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         self._outboxes[peer.node_id] = outbox
         reader = asyncio.create_task(self._read(context, peer, outbox, signer), name=f"read-{peer.node_id}")
         try:
-            self._apply(step)
-            self.round = rounds.heard(self.round, peer.node_id, time.monotonic())
+            self._apply(step)  # a freeze counts every member as heard
             while (message := await self._next_message(outbox, peer)) is not _END:
                 await context.write(signer.seal(message))
         finally:

@@ -38,10 +38,11 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Mapping, Sequence, Union
 
 from rendezvous.errors import AddressError
+
+from .core.record import record, replace
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ EXCLUDED_PREFIXES: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class AddressChoice:
     """The address to advertise, the interface that holds it and why."""
 
@@ -103,7 +104,7 @@ class AddressChoice:
     alternate: IPAddress | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Route:
     """One row of the IPv4 route table (``/proc/net/route``) or the IPv6 one."""
 

@@ -11,18 +11,17 @@ the value came from: `--expect`, `RENDEZVOUS_EXPECT` or `/etc/rendezvous/rendezv
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 import math
 import shlex
 import sys
-from dataclasses import dataclass
 from enum import Enum
 from typing import Callable, Optional
 
 from .core import numbers
 from .core.advert import MAX_EXPECT, validate_job
 from .core.preflight import ALLOWABLE, ALWAYS_FATAL
+from .core.record import field, fields, record
 from .core.round import Policy
 from .core.seeds import DEFAULT_PORT, parse_seed
 from .core.size import Size
@@ -40,7 +39,7 @@ def default_trainer_command() -> tuple[str, ...]:
 # -- timings --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class Timings:
     """How long the daemon waits for things, in seconds. Users rarely change these; tests
     shrink them instead of waiting."""
@@ -90,17 +89,17 @@ class Timings:
     ask_again: float = 2.0
 
     def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
+        for name in fields(self):
+            value = getattr(self, name)
             if not (_is_number(value) and value >= 0 and math.isfinite(value)):
-                raise ConfigError(f"sets {timing_key(f.name)} to {value!r}: it must be zero or more seconds")
+                raise ConfigError(f"sets {timing_key(name)} to {value!r}: it must be zero or more seconds")
 
     def release_delay(self, world_size: int) -> float:
         """Seconds between the release and the common start: time for it to reach everyone."""
         return self.start_margin + self.start_margin_per_peer * world_size
 
 
-TIMING_NAMES = tuple(f.name for f in dataclasses.fields(Timings))
+TIMING_NAMES = fields(Timings)
 
 
 def timing_key(name: str) -> str:
@@ -375,7 +374,7 @@ class Kind(Enum):
     LIST = "list"  # repeatable flag; as a variable: items separated by commas; as a key: a list
 
 
-@dataclass(frozen=True)
+@record
 class Option:
     name: str  # the JoinConfig / LogConfig field: tf_port
     kind: Kind
@@ -518,19 +517,18 @@ def _check_ports(port: object, tf_port: object) -> None:
 
 
 def _frozen_config(name: str, names: tuple[str, ...], doc: str) -> type:
-    """A frozen dataclass with one field per option in `names`, each checked on creation."""
-
-    def fields():
-        for option in (BY_NAME[n] for n in names):
-            default = option.default
-            if option.name == "command":
-                yield option.name, tuple, dataclasses.field(default_factory=default_trainer_command)
-            elif callable(default):
-                yield option.name, object, dataclasses.field(default_factory=default)
-            elif option.name == "expect":
-                yield option.name, Size  # required: no default
-            else:
-                yield option.name, object, dataclasses.field(default=default)
+    """A frozen record with one field per option in `names`, each checked on creation."""
+    annotations: dict[str, object] = {}
+    namespace: dict[str, object] = {"__annotations__": annotations, "__doc__": doc, "__module__": __name__}
+    for option in (BY_NAME[n] for n in names):
+        default = option.default
+        annotations[option.name] = "Size" if option.name == "expect" else "object"
+        if option.name == "command":
+            namespace[option.name] = field(default_factory=default_trainer_command)
+        elif callable(default):
+            namespace[option.name] = field(default_factory=default)
+        elif option.name != "expect":  # required: no default
+            namespace[option.name] = default
 
     def __post_init__(self) -> None:
         for n in names:
@@ -540,10 +538,8 @@ def _frozen_config(name: str, names: tuple[str, ...], doc: str) -> type:
         if "tf_port" in names:
             _check_ports(self.port, self.tf_port)
 
-    cls = dataclasses.make_dataclass(name, list(fields()), frozen=True, namespace={"__post_init__": __post_init__})
-    cls.__doc__ = doc
-    cls.__module__ = __name__
-    return cls
+    namespace["__post_init__"] = __post_init__
+    return record(type(name, (), namespace))
 
 
 # `expect` first: the one field without a default.

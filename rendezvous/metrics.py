@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 from typing import Callable, Iterator, Optional
 
 from .core.advert import Phase
+from .core.record import record
 from .core.status import NodeStatus
 from .errors import AddressError
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@record
 class Sample:
     name: str
     help: str

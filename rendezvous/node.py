@@ -18,13 +18,13 @@ import logging
 import secrets
 import signal
 import time
-from dataclasses import replace
 from typing import Any, Awaitable, Callable, Coroutine, Optional, TypeVar, Union
 
 from .config import JoinConfig, discovery_mode
 from .coordinator import JoinSession
 from .core.advert import Phase
 from .core.manifest import PreviousChief
+from .core.record import replace
 from .core.status import NodeStatus
 from .core.tf_config import Membership
 from .core.family import Family, left_out_message, switch_message, switched

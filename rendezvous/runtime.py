@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Optional
+
+from .core.record import asdict, record
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +23,7 @@ DIRECTORY_VARIABLE = "RENDEZVOUS_RUNTIME_DIR"
 SYSTEM_DIRECTORY = Path("/run/rendezvous")
 
 
-@dataclass(frozen=True)
+@record
 class Registration:
     node_id: str
     pid: int

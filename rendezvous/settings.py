@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
 from typing import Callable, Mapping, Optional, Sequence
 
 
@@ -33,6 +32,7 @@ from .config import (
     parse_timings,
     parse_whole,
 )
+from .core.record import record
 from .errors import ConfigError
 
 DEFAULT_CONFIG_FILE = "/etc/rendezvous/rendezvous.conf"
@@ -52,13 +52,13 @@ def file_key(name: str) -> str:
     return name.replace("_", "-")
 
 
-@dataclass(frozen=True)
+@record
 class Value:
     value: object
     source: str  # how an error names it: "--expect", "RENDEZVOUS_EXPECT", "FILE: expect"
 
 
-@dataclass(frozen=True)
+@record
 class Settings:
     join: JoinConfig
     log: LogConfig

@@ -14,7 +14,6 @@ A failure before the renames leaves DIR as it was. Blocking work runs in a threa
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import hashlib
 import json
 import logging
@@ -36,6 +35,7 @@ from .core.manifest import (
     format_bytes,
     link_inside,
 )
+from .core.record import asdict
 from .errors import SyncError
 
 log = logging.getLogger(__name__)
@@ -187,7 +187,7 @@ class SyncDir:
         try:
             self._chief_file.parent.mkdir(parents=True, exist_ok=True)
             temporary = self._chief_file.with_suffix(".tmp")
-            temporary.write_text(json.dumps(dataclasses.asdict(chief)))
+            temporary.write_text(json.dumps(asdict(chief)))
             os.replace(temporary, self._chief_file)
         except OSError as exc:
             log.warning("cannot remember the chief in %s: %s", self._chief_file, exc)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 
 import pytest
@@ -24,6 +23,7 @@ from rendezvous.address import (
     select_address,
 )
 from rendezvous.errors import AddressError, RendezvousError
+from rendezvous.core.record import FrozenError
 
 ip = ipaddress.ip_address
 
@@ -55,7 +55,7 @@ def test_address_error_is_a_rendezvous_error_with_exit_code_5():
 
 def test_choice_is_frozen():
     choice = select_address(LAPTOP, [default("eth0")])
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(FrozenError):
         choice.address = ip("10.0.0.1")  # type: ignore[misc]
 
 

@@ -6,7 +6,6 @@ with either an Advert or InvalidAdvert, never with any other exception.
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 
 import pytest
@@ -27,6 +26,7 @@ from rendezvous.core.advert import (
 )
 from rendezvous.core.peer import Peer
 from rendezvous.core.size import Size
+from rendezvous.core.record import FrozenError, replace
 
 ip = ipaddress.ip_address
 
@@ -110,7 +110,7 @@ def test_advert_defaults_and_names():
 
 
 def test_host_names_differ_per_node():
-    other = dataclasses.replace(ME, node_id="cafebabe")
+    other = replace(ME, node_id="cafebabe")
     assert Advert(peer=ME, job="j", expect=Size.fixed(2)).host_name != Advert(peer=other, job="j", expect=Size.fixed(2)).host_name
 
 
@@ -145,7 +145,7 @@ def test_with_phase_is_a_copy_and_clears_the_coordinator_by_default():
 
 
 def test_advert_is_frozen():
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(FrozenError):
         Advert(peer=ME, job="j", expect=Size.fixed(2)).expect = 3  # type: ignore[misc]
 
 
@@ -445,7 +445,7 @@ def test_a_bad_auth_value_is_refused(value):
 def test_the_advert_says_a_token_is_wanted_never_which():
     advert = Advert(peer=ME, job="j", expect=2, auth=True)
     assert advert.to_txt()["auth"] == "1"
-    assert "auth" not in dataclasses.replace(advert, auth=False).to_txt()
+    assert "auth" not in replace(advert, auth=False).to_txt()
 
 
 # --------------------------------------------------------------------------
@@ -470,7 +470,7 @@ def test_a_switched_advert_keeps_its_node_and_swaps_its_addresses():
 
 
 def test_versions_and_using_of_a_single_family_advert():
-    single = dataclasses.replace(DUAL, alternate=None)
+    single = replace(DUAL, alternate=None)
     assert single.versions == {4} and DUAL.versions == {4, 6}
     assert single.using(6) is None and "alt" not in single.to_txt()
 
@@ -499,7 +499,7 @@ def test_encode_decode_round_trip_of_dual_stack_adverts(advert, v4, v6, reverse)
     alternate = v6 if advert.peer.address.version == 4 else v4
     if alternate.is_loopback or alternate.is_link_local or alternate.is_multicast or alternate.is_unspecified:
         return
-    advert = dataclasses.replace(advert, alternate=alternate)
+    advert = replace(advert, alternate=alternate)
     addresses = [str(advert.peer.address), str(alternate)]
     decoded = decode_advert(as_props(advert.to_txt()), addresses[::-1] if reverse else addresses, advert.peer.port)
     assert decoded == advert

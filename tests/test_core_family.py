@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 
 import pytest
@@ -13,6 +12,7 @@ from rendezvous.core.advert import Advert
 from rendezvous.core.family import Family, choose_family, left_out_message, switch_message, switched
 from rendezvous.core.peer import Peer
 from rendezvous.core.size import Size
+from rendezvous.core.record import replace
 
 ip = ipaddress.ip_address
 
@@ -109,4 +109,4 @@ def test_a_member_left_out_is_named_with_what_it_has_and_what_it_needs():
 
 def test_versions_of_every_kind():
     assert [m.versions for m in job("4", "6", "46", "64")] == [{4}, {6}, {4, 6}, {4, 6}]
-    assert all(dataclasses.replace(m, alternate=None).versions == {m.peer.address.version} for m in job("46", "64"))
+    assert all(replace(m, alternate=None).versions == {m.peer.address.version} for m in job("46", "64"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from dataclasses import replace
+from rendezvous.core.record import replace
 
 import pytest
 from hypothesis import given

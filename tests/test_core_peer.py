@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 
 import pytest
@@ -18,6 +17,7 @@ from rendezvous.core.peer import (
     parse_grpc_peer,
     same_host,
 )
+from rendezvous.core.record import FrozenError
 
 ip = ipaddress.ip_address
 
@@ -111,7 +111,7 @@ def test_port_bounds_are_accepted(value):
 
 def test_peer_is_frozen_and_hashable():
     p = peer("10.0.0.1")
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(FrozenError):
         p.port = 1  # type: ignore[misc]
     assert {p, peer("10.0.0.1")} == {p}
     assert p == peer("10.0.0.1")

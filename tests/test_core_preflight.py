@@ -3,7 +3,6 @@ which are warnings, and what the messages say."""
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 
 import pytest
@@ -21,6 +20,7 @@ from rendezvous.core.preflight import (
     describe_gpus,
     major_minor,
 )
+from rendezvous.core.record import replace
 
 
 def peer(address: str, node_id: str, port: int = 7000) -> Peer:
@@ -37,7 +37,7 @@ BASE = Fingerprint("3.11.9", "2.21.0", ("NVIDIA H100",) * 8, {"train.py": DIGEST
 
 
 def like(**changes) -> Fingerprint:
-    return dataclasses.replace(BASE, **changes)
+    return replace(BASE, **changes)
 
 
 def odd_third(fingerprint: Fingerprint, allowed=frozenset()) -> Verdict:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 
 import pytest
@@ -94,7 +93,7 @@ def test_round_numbers_start_at_one(number):
 
 
 def test_round_is_frozen():
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(FrozenError):
         Round(job="job", expect=Size.fixed(1)).number = 2  # type: ignore[misc]
 
 
@@ -507,7 +506,7 @@ def released_with(policy: Policy) -> Round:
 
 
 def replace_policy(state: Round, policy: Policy) -> Round:
-    return dataclasses.replace(state, policy=policy)
+    return replace(state, policy=policy)
 
 
 def test_a_member_lost_after_the_release_aborts_naming_it():
@@ -687,6 +686,7 @@ def test_check_preflight_of_a_frozen_round_without_fingerprints_freezes():
 # --------------------------------------------------------------------------
 
 from rendezvous.core.round import settle  # noqa: E402
+from rendezvous.core.record import FrozenError, replace
 
 ELASTIC = Size(2, 3)
 
@@ -777,7 +777,7 @@ def test_with_no_restart_left_a_new_peer_is_refused_not_admitted():
 
 def test_a_full_round_refuses_a_new_peer_whatever_the_restarts():
     state = released_round()
-    state = dataclasses.replace(state, expect=Size(2, 3), policy=Policy(max_restarts=5))
+    state = replace(state, expect=Size(2, 3), policy=Policy(max_restarts=5))
     step = join(state, D, Size(2, 3), 9.0)
     assert step.action is Action.REJECT
     assert f"{D.describe()} is not a member" in step.rejection.message

@@ -3,7 +3,6 @@ release, FINAL_SYNC before the completion, and what a member does with SyncFrom.
 
 from __future__ import annotations
 
-import dataclasses
 
 import pytest
 
@@ -23,6 +22,7 @@ from rendezvous.core.round import (
     ready,
     synced,
 )
+from rendezvous.core.record import replace
 from test_core_round import A, B, C, frozen_round
 
 
@@ -85,7 +85,7 @@ def test_every_member_synced_releases():
     ("other", "", "has copy other after the sync, expected new"),
 ])
 def test_a_failed_sync_before_the_release_fails_the_round_not_the_job(digest, error, reason):
-    state = dataclasses.replace(syncing_round(), policy=Policy(max_restarts=3))
+    state = replace(syncing_round(), policy=Policy(max_restarts=3))
     step = synced(state, C.node_id, digest, error)
     assert step.action is Action.ABORT and reason in step.state.abort_reason
     assert C.describe() in step.state.abort_reason
@@ -169,7 +169,7 @@ def final_sync() -> Round:
 
 
 def test_a_failed_final_sync_ends_the_job_without_running_it_again():
-    state = dataclasses.replace(final_sync(), policy=Policy(max_restarts=5))
+    state = replace(final_sync(), policy=Policy(max_restarts=5))
     step = synced(state, B.node_id, "", "disk full")
     assert step.action is Action.ABORT and step.state.final
 

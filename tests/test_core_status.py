@@ -3,7 +3,6 @@ peer table; and its protobuf round trip."""
 
 from __future__ import annotations
 
-import dataclasses
 
 import ipaddress
 import json
@@ -27,6 +26,7 @@ from rendezvous.core.status import (
 from rendezvous.core.tf_config import Membership
 from rendezvous.v1 import rendezvous_pb2 as pb
 from rendezvous.core.size import Size
+from rendezvous.core.record import replace
 
 A = Peer("aaaaaaaaaaaa", ipaddress.ip_address("10.0.0.9"), 41234, 2222)
 B = Peer("bbbbbbbbbbbb", ipaddress.ip_address("10.0.0.10"), 38211, 2223)
@@ -100,7 +100,7 @@ def test_progress_line_names_the_coordinator():
 
 
 def test_progress_line_ends_with_the_hint_of_a_node_alone():
-    line = progress_line(dataclasses.replace(status(seen=()), hint="multicast may be blocked"))
+    line = progress_line(replace(status(seen=()), hint="multicast may be blocked"))
     assert line.endswith("[coordinator] (multicast may be blocked)")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 import json
 from types import SimpleNamespace
@@ -13,6 +12,7 @@ from hypothesis import strategies as st
 
 from rendezvous.core.peer import Peer
 from rendezvous.core.tf_config import Membership, build_tf_config, cluster_digest, launch_environment
+from rendezvous.core.record import FrozenError, replace
 
 ip = ipaddress.ip_address
 
@@ -97,7 +97,7 @@ def test_duplicate_node_ids_are_refused():
 
 def test_membership_is_frozen():
     m = three()
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(FrozenError):
         m.round = 2  # type: ignore[misc]
 
 
@@ -181,23 +181,23 @@ def test_digest_changes_with_round():
 
 
 def test_digest_changes_with_tf_port():
-    moved = dataclasses.replace(B, tf_port=9999)
+    moved = replace(B, tf_port=9999)
     assert Membership.freeze("job", 1, [A, B]).digest != Membership.freeze("job", 1, [A, moved]).digest
 
 
 def test_digest_changes_with_address():
-    moved = dataclasses.replace(B, address=ip("10.0.0.11"))
+    moved = replace(B, address=ip("10.0.0.11"))
     assert Membership.freeze("job", 1, [A, B]).digest != Membership.freeze("job", 1, [A, moved]).digest
 
 
 def test_digest_changes_with_node_id():
-    other = dataclasses.replace(B, node_id="dddddddd")
+    other = replace(B, node_id="dddddddd")
     assert Membership.freeze("job", 1, [A, B]).digest != Membership.freeze("job", 1, [A, other]).digest
 
 
 def test_digest_changes_when_node_ids_swap_endpoints():
-    swapped_a = dataclasses.replace(A, node_id=B.node_id)
-    swapped_b = dataclasses.replace(B, node_id=A.node_id)
+    swapped_a = replace(A, node_id=B.node_id)
+    swapped_b = replace(B, node_id=A.node_id)
     assert Membership.freeze("job", 1, [A, B]).digest != Membership.freeze("job", 1, [swapped_a, swapped_b]).digest
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import dataclasses
 import ipaddress
 
 import pytest
@@ -14,6 +13,7 @@ from rendezvous.core.advert import Advert, Phase
 from rendezvous.core.peer import Peer
 from rendezvous.core.view import PeerView, Target
 from rendezvous.core.size import Size
+from rendezvous.core.record import FrozenError, replace
 
 ip = ipaddress.ip_address
 
@@ -67,7 +67,7 @@ def test_seen_is_immutable():
     v2 = v.seen(LOW)
     assert v.others == {}
     assert v2 is not v
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(FrozenError):
         v.me = LOW  # type: ignore[misc]
 
 
@@ -114,7 +114,7 @@ def test_a_hint_introduces_a_node_this_view_does_not_know():
 
 def test_a_hint_never_changes_what_a_known_node_claims():
     v = view(LOW)
-    assert v.hinted(dataclasses.replace(LOW, phase=Phase.FROZEN)) is v
+    assert v.hinted(replace(LOW, phase=Phase.FROZEN)) is v
 
 
 def test_a_hint_never_brings_back_a_node_that_said_goodbye_but_discovery_does():
@@ -253,7 +253,7 @@ def test_every_non_waiting_phase_with_a_coordinator_counts_as_frozen(phase):
 
 
 def test_waiting_adverts_with_a_coordinator_are_not_frozen():
-    waiting = dataclasses.replace(HIGH, coordinator="10.0.0.1:7777")
+    waiting = replace(HIGH, coordinator="10.0.0.1:7777")
     assert waiting.phase is Phase.WAITING
     assert view(LOW, waiting).target(0.0).peer == LOW.peer
 
@@ -346,7 +346,7 @@ def test_the_next_lapse_is_the_earliest_suspicion_still_running():
 def test_a_new_advert_makes_it_a_candidate_again_but_not_the_same_one_again():
     suspected = view(LOW).suspect(LOW.node_id, until=30.0)
     assert suspected.seen(LOW).target(10.0).peer == ME.peer, "a cache refresh is no sign of life"
-    announced = dataclasses.replace(LOW, phase=Phase.RUNNING)
+    announced = replace(LOW, phase=Phase.RUNNING)
     assert suspected.seen(announced).is_suspected(LOW.node_id, 10.0) is False
 
 
@@ -370,9 +370,9 @@ def test_expect_conflict_message_names_both_values_without_nested_parentheses():
 
 def test_a_frozen_advert_of_a_round_others_moved_on_from_is_stale():
     # HIGH died coordinating round 1 (its advert stays cached); LOW already waits for round 2
-    running = dataclasses.replace(HIGH, phase=Phase.RUNNING, coordinator=HIGH.peer.endpoint, round=1)
+    running = replace(HIGH, phase=Phase.RUNNING, coordinator=HIGH.peer.endpoint, round=1)
     assert view(running).target(0.0).peer == HIGH.peer
-    assert view(running, dataclasses.replace(LOW, round=2)).target(0.0).peer == LOW.peer
+    assert view(running, replace(LOW, round=2)).target(0.0).peer == LOW.peer
 
 
 def test_a_suspicion_lasts_until_the_peer_answers_again():
@@ -401,7 +401,7 @@ def test_the_timeout_summary_names_an_address_shared_by_two_nodes():
 def test_a_distrusted_peer_is_left_out_for_good_whatever_it_advertises_next():
     v = view(LOW, HIGH).distrust(LOW.node_id)
     assert v.target(0.0).peer == ME.peer
-    v = v.seen(dataclasses.replace(LOW, phase=Phase.RUNNING, coordinator=LOW.peer.endpoint))
+    v = v.seen(replace(LOW, phase=Phase.RUNNING, coordinator=LOW.peer.endpoint))
     assert v.target(0.0).peer == ME.peer
     assert LOW.peer not in v.live_peers(0.0)
 
@@ -411,20 +411,20 @@ def test_this_node_is_never_distrusted():
 
 
 def test_a_frozen_advert_naming_a_distrusted_coordinator_is_not_followed():
-    following = dataclasses.replace(HIGH, phase=Phase.RUNNING, coordinator=LOW.peer.endpoint)
+    following = replace(HIGH, phase=Phase.RUNNING, coordinator=LOW.peer.endpoint)
     v = view(LOW, following).distrust(LOW.node_id)
     assert v.target(0.0).peer == ME.peer
 
 
 def test_with_a_token_adverts_without_one_do_not_count():
-    me = dataclasses.replace(ME, auth=True)
-    v = view(LOW, dataclasses.replace(HIGH, expect=Size.fixed(5)), me=me)
+    me = replace(ME, auth=True)
+    v = view(LOW, replace(HIGH, expect=Size.fixed(5)), me=me)
     assert v.target(0.0).peer == me.peer
     assert v.conflicts() == []  # its --expect is no claim this node acts on
 
 
 def test_without_a_token_an_advert_wanting_one_is_a_conflict():
-    [conflict] = view(LOW, dataclasses.replace(HIGH, auth=True, expect=Size.fixed(5))).conflicts()
+    [conflict] = view(LOW, replace(HIGH, auth=True, expect=Size.fixed(5))).conflicts()
     assert "this job requires a token" in conflict and "--token-file" in conflict
 
 
@@ -434,7 +434,7 @@ def test_without_a_token_an_advert_wanting_one_is_a_conflict():
 
 
 def test_an_unconfirmed_advert_is_not_elected_and_its_claims_are_not_acted_on():
-    liar = dataclasses.replace(LOW, expect=Size.fixed(1), phase=Phase.RUNNING, coordinator="10.0.0.1:7000")
+    liar = replace(LOW, expect=Size.fixed(1), phase=Phase.RUNNING, coordinator="10.0.0.1:7000")
     v = PeerView(ME).seen(liar).seen(HIGH).confirm(HIGH)
     assert v.target(0.0).peer == ME.peer
     assert v.conflicts() == []
@@ -459,12 +459,12 @@ def test_only_adverts_that_could_change_what_this_node_does_are_asked():
     {"auth": True},  # wants a token this node lacks
 ])
 def test_a_peer_above_the_target_is_asked_when_it_claims_what_this_node_would_act_on(claims):
-    claiming = dataclasses.replace(HIGH, **claims)
+    claiming = replace(HIGH, **claims)
     assert view(LOW).seen(claiming).unconfirmed(0.0) == [claiming]
 
 
 def test_a_peer_frozen_with_the_coordinator_this_node_joins_is_not_asked():
-    running = dataclasses.replace(HIGH, phase=Phase.RUNNING, coordinator=LOW.peer.endpoint)
+    running = replace(HIGH, phase=Phase.RUNNING, coordinator=LOW.peer.endpoint)
     assert view(LOW).seen(running).unconfirmed(0.0) == []
 
 
@@ -478,7 +478,7 @@ def test_present_leaves_suspected_peers_out():
 
 
 def test_claims_are_taken_from_the_status_not_from_the_advert():
-    running = dataclasses.replace(LOW, phase=Phase.RUNNING, coordinator=HIGH.peer.endpoint)
+    running = replace(LOW, phase=Phase.RUNNING, coordinator=HIGH.peer.endpoint)
     v = view(LOW, HIGH).seen(running)  # its Status still says it waits
     assert v.target(0.0).peer == LOW.peer
     assert v.unconfirmed(0.0) == [running]
@@ -519,7 +519,7 @@ def test_a_dual_stack_advert_of_the_other_family_counts_at_its_address_of_this_n
 
 
 def test_a_dual_stack_node_that_switched_sees_the_ipv6_members_and_not_the_ipv4_adverts():
-    me = dataclasses.replace(ME, alternate=ip("fd00::10"))
+    me = replace(ME, alternate=ip("fd00::10"))
     v6 = advert("fd00::5", "dddddddd")
     dual = advert("10.0.0.9", "bbbbbbbb", alternate=ip("fd00::9"))
     v = view(v6, dual, me=me)
@@ -534,6 +534,6 @@ def test_a_dual_stack_node_that_switched_sees_the_ipv6_members_and_not_the_ipv4_
 
 def test_distrusted_nodes_do_not_choose_the_family():
     v6, v6b = advert("fd00::5", "dddddddd"), advert("fd00::6", "eeeeeeee")
-    me = dataclasses.replace(ME, alternate=ip("fd00::10"))
+    me = replace(ME, alternate=ip("fd00::10"))
     assert view(v6, v6b, me=me).family.version == 6
     assert view(v6, v6b, me=me).distrust(v6.node_id).distrust(v6b.node_id).family.version == 4

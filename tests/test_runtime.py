@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict
+from rendezvous.core.record import asdict
 from pathlib import Path
 
 import pytest

@@ -5,13 +5,12 @@ Rejected, and a real job formed on the same server afterwards still forms."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import ipaddress
 import secrets
 import socket
 import threading
 import time
-from dataclasses import replace
+from rendezvous.core.record import replace
 
 import grpc
 import pytest
@@ -30,6 +29,7 @@ from rendezvous.core.size import Size
 from rendezvous.core.status import NodeStatus
 from rendezvous.core.view import Target
 from rendezvous.v1 import rendezvous_pb2 as pb
+from rendezvous.core.record import replace
 
 JOB = "fuzz"
 JOIN = "/rendezvous.v1.Rendezvous/Join"
@@ -321,7 +321,7 @@ def test_a_coordinator_that_switches_family_sends_its_joiners_back_to_their_view
             await session.join()
             while type(event := await asyncio.wait_for(session.receive(), 10)).__name__ != "Waiting":
                 pass
-            server.service.moved(dataclasses.replace(server.me, address=ipaddress.ip_address("::1")))
+            server.service.moved(replace(server.me, address=ipaddress.ip_address("::1")))
             while isinstance(event := await asyncio.wait_for(session.receive(), 10), Heartbeat):
                 pass
             return event, server.service.round.joined

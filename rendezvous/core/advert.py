@@ -7,12 +7,12 @@ The TXT record is untrusted input from the network: anything malformed is refuse
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Mapping, Optional, Sequence
 
 from .numbers import parse_whole
 from .peer import IPAddress, Peer, parse_address, parse_endpoint
+from .record import record, replace
 from .size import MAX_PEERS, Size
 
 SERVICE_TYPE = "_tfrendezvous._tcp.local."
@@ -46,7 +46,7 @@ def validate_job(job: str) -> str:
     return job
 
 
-@dataclass(frozen=True)
+@record
 class Advert:
     """One node's advertisement: its identity, its job and where it is in the round."""
 

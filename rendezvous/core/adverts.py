@@ -10,13 +10,13 @@ everywhere, and is forgotten after `ttl` like a node that stopped announcing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping, Optional
 
 from .advert import Advert
+from .record import field, record, replace
 
 
-@dataclass(frozen=True)
+@record
 class Record:
     """One announcement of one node, as gossip carries it."""
 
@@ -29,7 +29,7 @@ class Record:
         return self.advert.node_id
 
 
-@dataclass(frozen=True)
+@record
 class Gossip:
     """One side of an exchange: records the other side may lack, and the digest of all the
     sender knows (node id -> serial)."""
@@ -38,13 +38,13 @@ class Gossip:
     known: Mapping[str, int] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@record
 class Entry:
     record: Record
     heard: float  # when its serial last rose, by this node's clock
 
 
-@dataclass(frozen=True)
+@record
 class Changes:
     """What a merge or an expiry changed: adverts new or different, nodes gone."""
 
@@ -53,7 +53,7 @@ class Changes:
     gone: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class AdvertStore:
     """Every node's latest record; `ttl` seconds without a higher serial and it is gone."""
 

@@ -35,9 +35,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Mapping
+
+from .record import record, replace
 
 SCHEME = "hmac-sha256"
 NONCE_BYTES = 16
@@ -56,7 +57,7 @@ class Direction(Enum):
     TO_PEER = b"coordinator->peer"  # also: a server's response
 
 
-@dataclass(frozen=True, repr=False)
+@record(repr=False)
 class Keys:
     """The job's two MAC keys. Never printed: repr hides them."""
 
@@ -118,7 +119,7 @@ class Role(Enum):
         return Direction.TO_PEER if self is Role.PEER else Direction.TO_COORDINATOR
 
 
-@dataclass(frozen=True, repr=False)
+@record(repr=False)
 class Stream:
     """One side of an authenticated stream: its nonces and the next sequence numbers.
 
@@ -170,7 +171,7 @@ def server_stream(keys: Keys, client_nonce: bytes) -> Stream:
     return Stream(keys, Role.COORDINATOR, check_nonce(client_nonce))
 
 
-@dataclass(frozen=True)
+@record
 class ReplayGuard:
     """Requests seen within `window` seconds, for RPCs where a replayed request would
     change something: a request older than the window, or seen before, is refused."""

@@ -14,13 +14,13 @@ see one family only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from .advert import Advert
+from .record import record
 
 
-@dataclass(frozen=True)
+@record
 class Family:
     """The IP version a job uses, and the members that cannot use it."""
 

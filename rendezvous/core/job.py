@@ -12,12 +12,12 @@ the members' median for `after` seconds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from .advert import Advert, Phase
 from .peer import Peer, elect_coordinator
 from .progress import Progress, describe, progress_to_dict
+from .record import field, record, replace
 from .round import Round, RoundPhase
 from .size import Size
 from .status import format_duration, peer_to_dict
@@ -25,7 +25,7 @@ from .status import format_duration, peer_to_dict
 STRAGGLER_LAG = 0.2
 
 
-@dataclass(frozen=True)
+@record
 class MemberRecord:
     progress: Optional[Progress] = None
     exit_code: Optional[int] = None
@@ -34,7 +34,7 @@ class MemberRecord:
     straggler: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class Board:
     """What the coordinator learnt about round `round` beyond the round's own state."""
 
@@ -108,7 +108,7 @@ def check_stragglers(board: Board, now: float, after: float, lag: float = STRAGG
 # -- the view handed out --------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class MemberView:
     peer: Peer
     rank: Optional[int]
@@ -120,7 +120,7 @@ class MemberView:
     straggler: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class JobView:
     job: str
     round: int

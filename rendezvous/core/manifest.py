@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
-from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional, Sequence
 
 from ..errors import SyncError
 from .peer import Peer
+from .record import record
 from .tf_config import Membership
 
 
-@dataclass(frozen=True, order=True)
+@record(order=True)
 class FileEntry:
     """One regular file, by its path relative to the synced directory (always '/')."""
 
@@ -57,7 +57,7 @@ def link_inside(root: str, target: str) -> bool:
     return target != root and posixpath.commonpath([root, target]) == root
 
 
-@dataclass(frozen=True)
+@record
 class Manifest:
     """Every regular file under the directory, sorted by path."""
 
@@ -118,7 +118,7 @@ def format_bytes(n: int) -> str:
 # -- turning one copy into another ----------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class Diff:
     """How a member's copy becomes the source's: files kept as they are (`keep`), copied
     from the local copy with the source's time (`copy`: same content), fetched from the
@@ -157,7 +157,7 @@ def diff(local: Manifest, source: Manifest) -> Diff:
 # -- choosing the source ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class PreviousChief:
     """Who was worker 0 of the last round this node ran a command in, and when it started
     (unix ns, by this node's clock: rounds of different runs compare by it). The address is
@@ -174,7 +174,7 @@ class PreviousChief:
         return cls(chief.node_id, str(chief.address), membership.round, started_ns)
 
 
-@dataclass(frozen=True)
+@record
 class SyncSummary:
     """What a member says about its copy during the freeze."""
 
@@ -203,7 +203,7 @@ def _previous_chief(members: Sequence[Peer], summaries: Mapping[str, SyncSummary
     return found[0] if found else None
 
 
-@dataclass(frozen=True)
+@record
 class SourceChoice:
     source: Peer
     why: str

@@ -16,12 +16,12 @@ out. Nothing here reads a clock, opens a socket or touches the environment.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Optional, Union
 
 from ..errors import CoordinatorError, MembershipError, RendezvousError
 from .peer import Peer, describe_peers
+from .record import record, replace
 from .round import ROUND_FAILED, Policy
 from .size import Size
 from .tf_config import Membership
@@ -29,20 +29,20 @@ from .tf_config import Membership
 # -- what the coordinator says (the Join stream, decoded) -------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class Waiting:
     joined: tuple[Peer, ...]
     expect: Size
 
 
-@dataclass(frozen=True)
+@record
 class Frozen:
     membership: Membership
     digest: str  # as the coordinator computed it
     warnings: tuple[str, ...] = ()  # differences between the members that were allowed
 
 
-@dataclass(frozen=True)
+@record
 class Released:
     # When to start, in seconds after the release arrived: the coordinator's start time
     # read by this node's clock. Clocks can disagree, so it is only a hint (`start_delay`).
@@ -50,19 +50,19 @@ class Released:
     delay: float  # the longest a member waits after receiving the release
 
 
-@dataclass(frozen=True)
+@record
 class Redirected:
     coordinator: Optional[Peer]
     reason: str
 
 
-@dataclass(frozen=True)
+@record
 class Rejected:
     reason: str
     message: str
 
 
-@dataclass(frozen=True)
+@record
 class Aborted:
     reason: str
     exit_code: int = ROUND_FAILED
@@ -70,17 +70,17 @@ class Aborted:
     preflight: bool = False  # refused by the preflight, before the freeze
 
 
-@dataclass(frozen=True)
+@record
 class Completed:
     """Every member's command finished with 0."""
 
 
-@dataclass(frozen=True)
+@record
 class Heartbeat:
     """The coordinator is alive."""
 
 
-@dataclass(frozen=True)
+@record
 class SyncFrom:
     """--sync-dir: make this node's copy `source`'s, whose manifest digest is `digest`."""
 
@@ -95,14 +95,14 @@ CoordinatorEvent = Union[Waiting, Frozen, Released, Redirected, Rejected, Aborte
 # -- what happens on this side ------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class Lost:
     """The stream to the coordinator ended or could not be opened."""
 
     reason: str
 
 
-@dataclass(frozen=True)
+@record
 class Untrusted:
     """Authentication with the coordinator failed: it does not hold the job's token, or
     this node's is not the job's."""
@@ -110,7 +110,7 @@ class Untrusted:
     reason: str
 
 
-@dataclass(frozen=True)
+@record
 class TargetChanged:
     """Discovery changed whom this node would join, or found peers that disagree with it."""
 
@@ -118,7 +118,7 @@ class TargetChanged:
     conflicts: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class CommandExited:
     """This node's command ended (`reason`: why it counts as failed though it did not)."""
 
@@ -131,12 +131,12 @@ MemberEvent = Union[CoordinatorEvent, Lost, Untrusted, TargetChanged, CommandExi
 # -- actions ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class Wait:
     """Nothing to do: keep listening."""
 
 
-@dataclass(frozen=True)
+@record
 class Confirm:
     """Arm the command with the frozen list, then confirm the list by its digest; log the
     preflight's `warnings` first."""
@@ -145,14 +145,14 @@ class Confirm:
     warnings: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class Start:
     """Let the armed command start `delay` seconds from now."""
 
     delay: float
 
 
-@dataclass(frozen=True)
+@record
 class Rejoin:
     """Close this stream and join whomever the view names now; first leave `suspect` out
     of the election, when it is set, and `distrust` out for good."""
@@ -161,21 +161,21 @@ class Rejoin:
     distrust: Optional[Peer] = None
 
 
-@dataclass(frozen=True)
+@record
 class Sync:
     """Make the synced directory the source's, then say which copy this node has."""
 
     order: SyncFrom
 
 
-@dataclass(frozen=True)
+@record
 class Fail:
     """The round failed for this node in a way no restart mends: end it with `error`."""
 
     error: RendezvousError
 
 
-@dataclass(frozen=True)
+@record
 class Report:
     """Tell the coordinator how the command ended."""
 
@@ -183,7 +183,7 @@ class Report:
     reason: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class RoundEnd:
     """The round is over: stop the command. `final` None: this node decides (`Policy`)."""
 
@@ -207,7 +207,7 @@ class MemberPhase(str, Enum):
     FAILED = "failed"
 
 
-@dataclass(frozen=True)
+@record
 class Member:
     """One node's progress through a round, across the Join streams it opens.
 
@@ -251,7 +251,7 @@ class Member:
         return self.membership.round if self.membership else None
 
 
-@dataclass(frozen=True)
+@record
 class Step:
     state: Member
     action: MemberAction

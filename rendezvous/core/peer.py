@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass
 from functools import cached_property, total_ordering
 from typing import Iterable, Union
 
 from .numbers import parse_whole
+from .record import record
 
 IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 
@@ -69,7 +69,7 @@ def _check_port(name: str, value: int) -> None:
 
 
 @total_ordering
-@dataclass(frozen=True, eq=True)
+@record
 class Peer:
     """One node of a job: who it is, where its rendezvous server listens, its TF port.
 

@@ -13,12 +13,12 @@ Nothing here reads a file or runs a program: `rendezvous.fingerprint` takes the 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
 from enum import Enum
 from typing import Callable, Hashable, Mapping, Optional, Sequence
 
 from ..errors import MembershipError
 from .peer import Peer
+from .record import field, record
 
 #: The exit code of every node of a refused job: this peer cannot be part of it.
 REFUSED = MembershipError.exit_code
@@ -40,7 +40,7 @@ ALWAYS_FATAL = frozenset({Mismatch.TENSORFLOW, Mismatch.GPU_COUNT})
 ALLOWABLE = tuple(kind.value for kind in Mismatch if kind not in ALWAYS_FATAL)
 
 
-@dataclass(frozen=True)
+@record
 class Fingerprint:
     """What a member's command will run with.
 
@@ -67,13 +67,13 @@ class Fingerprint:
         return f"Python {self.python}, {tensorflow}, GPUs {self.describe_gpus()}"
 
 
-@dataclass(frozen=True)
+@record
 class Difference:
     kind: Mismatch
     message: str  # names the nodes and the values: `10.0.0.12 has 4 GPUs, the others 8`
 
 
-@dataclass(frozen=True)
+@record
 class Verdict:
     """The differences that refuse the round, and those allowed, which every node logs."""
 
@@ -106,7 +106,7 @@ def major_minor(version: Optional[str]) -> Optional[str]:
     return ".".join(version.split(".")[:2])
 
 
-@dataclass(frozen=True)
+@record
 class _Aspect:
     """One property compared across members: `key` groups them, `text` shows a member's
     value (`8`), `full` says what a node has (`8` -> `8 GPUs`); only the members for which

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from typing import Any, Mapping, Optional
+
+from .record import record
 
 VARIABLE = "RENDEZVOUS_PROGRESS_FILE"
 
@@ -32,7 +33,7 @@ MAX_METRICS = 16
 MAX_NAME = 64
 
 
-@dataclass(frozen=True)
+@record
 class Progress:
     """A command's latest report; None where it said nothing (or nothing finite)."""
 

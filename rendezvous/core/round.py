@@ -22,7 +22,6 @@ After an abort every member joins the next round; `Policy` says when no restart 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Mapping, Optional
 
@@ -30,6 +29,7 @@ from . import preflight
 from .manifest import SourceChoice, SyncSummary, choose_source, out_of_sync
 from .peer import Peer, describe_peers, shared_address
 from .preflight import Fingerprint, Mismatch
+from .record import field, record, replace
 from .size import Size
 from .tf_config import Membership
 
@@ -71,13 +71,13 @@ class RejectReason(str, Enum):
     NOT_A_MEMBER = "not_a_member"
 
 
-@dataclass(frozen=True)
+@record
 class Rejection:
     reason: RejectReason
     message: str
 
 
-@dataclass(frozen=True)
+@record
 class Policy:
     """When an aborted round is the last: after `max_restarts` restarts, or when a command
     exited with a code a restart cannot fix (a usage error, a command that cannot run).
@@ -91,7 +91,7 @@ class Policy:
         return number > self.max_restarts or exit_code in self.no_restart_on
 
 
-@dataclass(frozen=True)
+@record
 class Round:
     job: str
     expect: Size
@@ -149,7 +149,7 @@ class Round:
         return next((p for p in members if p.node_id == node_id), None)
 
 
-@dataclass(frozen=True)
+@record
 class Step:
     state: Round
     action: Action

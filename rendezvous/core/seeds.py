@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from .numbers import parse_whole
+from .record import record
 
 #: The rendezvous gRPC port of every node unless --port says otherwise; a seed without a
 #: port is asked there.
@@ -21,7 +21,7 @@ DEFAULT_PORT = 29630
 _NAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?")
 
 
-@dataclass(frozen=True)
+@record
 class Seed:
     host: str  # an IP address or a DNS name, without brackets
     port: int = DEFAULT_PORT

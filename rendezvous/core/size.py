@@ -6,14 +6,14 @@ for the settle time (`round.settle`). `N` is `N:N`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from .numbers import parse_whole
+from .record import record
 
 MAX_PEERS = 4096
 
 
-@dataclass(frozen=True)
+@record
 class Size:
     min: int
     max: int

@@ -8,19 +8,19 @@ holds durations, never clock readings, so everything here is a pure function of 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 from .advert import Advert, Phase
 from .peer import Peer
 from .preflight import Fingerprint
 from .progress import Progress, describe, progress_to_dict
+from .record import field, record
 from .size import Size
 from .tf_config import Membership, build_tf_config
 from .view import describe_progress
 
 
-@dataclass(frozen=True)
+@record
 class NodeStatus:
     node: Peer
     job: str

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from typing import Mapping
 
 from .peer import Peer
+from .record import record
 
 
-@dataclass(frozen=True)
+@record
 class Membership:
     """The frozen, ordered member list of one round. Index i is TensorFlow worker i."""
 

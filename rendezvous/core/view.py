@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Iterator, Mapping, Optional, Sequence, TypeVar
 
 from .advert import Advert, Phase
 from .family import Family, choose_family
 from .peer import Peer, describe_peers, elect_coordinator, shared_address
+from .record import field, record, replace
 from .size import Size
 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
+@record
 class Target:
     """Where to send the Join: a known peer, or an endpoint a frozen job advertises."""
 
@@ -22,7 +22,7 @@ class Target:
     peer: Optional[Peer] = None
 
 
-@dataclass(frozen=True)
+@record
 class PeerView:
     """The adverts of this node's job that this node has seen, itself included.
 

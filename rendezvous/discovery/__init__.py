@@ -9,26 +9,26 @@ does not pass, `combined` runs both; tests plug in-memory ones into `Node`.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 import logging
 from typing import Callable, Optional, Union
 
 from ..core.advert import Advert
 from ..core.adverts import Gossip
 from ..core.peer import IPAddress
+from ..core.record import record
 
 
-@dataclass(frozen=True)
+@record
 class Seen:
     advert: Advert
 
 
-@dataclass(frozen=True)
+@record
 class Gone:
     node_id: str
 
 
-@dataclass(frozen=True)
+@record
 class Hinted:
     """An advert a peer sent with its Status request (`PeerView.hinted`)."""
 

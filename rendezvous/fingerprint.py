@@ -29,24 +29,29 @@ log = logging.getLogger(__name__)
 # The distributions TensorFlow ships as; the first one found on the interpreter's path counts.
 TENSORFLOW_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-intel",
                             "tensorflow-macos", "tf-nightly")
-# Reads the directory names of the installed distributions' metadata on sys.path
+# Reads the directory names of the installed distributions' metadata on a path
 # (tensorflow-2.21.0.dist-info), as importlib.metadata would find them, without importing
-# importlib.metadata: that import alone costs more than the interpreter's start.
-_PROBE = f"""
-import os, re, sys
-names = "|".join(n.replace("-", "[-_.]") for n in {TENSORFLOW_DISTRIBUTIONS!r})
-pattern = re.compile(r"(?:" + names + r")-([^-]+?)(?:-py[0-9.]+)?\\.(?:dist|egg)-info", re.IGNORECASE)
-def find():
-    for entry in sys.path:
+# importlib.metadata: that import alone costs more than the interpreter's start. The same
+# source runs here (for the interpreter running rendezvous) and in the probe (for another).
+_FIND_TENSORFLOW = f"""
+import os, re
+_names = "|".join(n.replace("-", "[-_.]") for n in {TENSORFLOW_DISTRIBUTIONS!r})
+_pattern = re.compile(r"(?:" + _names + r")-([^-]+?)(?:-py[0-9.]+)?\\.(?:dist|egg)-info", re.IGNORECASE)
+def find_tensorflow(path):
+    for entry in path:
         try:
             listed = sorted(os.listdir(entry or "."))
         except OSError:
             continue
         for name in listed:
-            found = pattern.fullmatch(name)
+            found = _pattern.fullmatch(name)
             if found:
                 return found.group(1)
-print("%d.%d.%d" % sys.version_info[:3], find() or "")
+    return None
+"""
+_PROBE = _FIND_TENSORFLOW + """
+import sys
+print("%d.%d.%d" % sys.version_info[:3], find_tensorflow(sys.path) or "")
 """
 _PYTHON_NAME = re.compile(r"python[0-9.]*")
 # A slow disk or an interpreter that hangs must not hold the startup forever.
@@ -85,9 +90,22 @@ def command_interpreter(command: Sequence[str], python: Optional[str]) -> str:
     return (_shebang_interpreter(words[0]) if words else None) or sys.executable
 
 
+def find_tensorflow(path: Sequence[str]) -> Optional[str]:
+    """The version of the first TensorFlow distribution installed on `path`, or None."""
+    namespace: dict[str, object] = {}
+    exec(_FIND_TENSORFLOW, namespace)
+    return namespace["find_tensorflow"](path)  # type: ignore[operator]
+
+
 def probe_interpreter(interpreter: str) -> tuple[str, Optional[str]]:
     """(Python version, TensorFlow version or None) of `interpreter`, which runs with this
-    daemon's environment, as the command will; ("unknown", None) if it cannot tell."""
+    daemon's environment, as the command will; ("unknown", None) if it cannot tell.
+
+    The interpreter running rendezvous is read here: the command inherits this process's
+    environment, so it finds what this process finds on `sys.path` (another interpreter
+    start would cost the daemon's startup 30-60 ms of CPU)."""
+    if interpreter == sys.executable:
+        return "%d.%d.%d" % sys.version_info[:3], find_tensorflow(sys.path)
     try:
         done = subprocess.run([interpreter, "-c", _PROBE], capture_output=True, text=True,
                               timeout=PROBE_TIMEOUT, stdin=subprocess.DEVNULL)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -57,9 +58,19 @@ def test_a_script_is_run_by_the_python_its_shebang_names(tmp_path, shebang):
 def test_the_tensorflow_version_comes_from_package_metadata_on_the_interpreters_path(tmp_path, monkeypatch):
     site = fake_tensorflow(tmp_path / "site", "2.20.1")
     monkeypatch.setenv("PYTHONPATH", f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    python, tensorflow = probe_interpreter(sys.executable)
+    wrapper = tmp_path / "python"  # another interpreter: asked in a subprocess
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    python, tensorflow = probe_interpreter(str(wrapper))
     assert python == ".".join(map(str, sys.version_info[:3]))
     assert tensorflow == "2.20.1"
+
+
+def test_the_interpreter_running_rendezvous_is_read_without_a_subprocess(tmp_path, monkeypatch):
+    site = fake_tensorflow(tmp_path / "site", "2.20.1")
+    monkeypatch.setattr(sys, "path", [str(site), *sys.path])
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("started a probe"))
+    assert probe_interpreter(sys.executable) == (".".join(map(str, sys.version_info[:3])), "2.20.1")
 
 
 def test_other_tensorflow_distributions_count_too(tmp_path, monkeypatch):

@@ -30,11 +30,13 @@ def exit_code_of(returncode: int) -> int:
 # aborted) exits 125 without running anything. (Python, not sh: dash cannot read from
 # file descriptors above 9, nor sleep until a given time.)
 _GATE = (
-    "import ctypes, os, signal, struct, sys, time\n"
+    # Not `signal`: it imports enum, which would double the time this takes (and the freeze
+    # waits for it). SIGKILL's number comes from the daemon.
+    "import ctypes, os, struct, sys, time\n"
     # Die with the daemon, even killed with -9, instead of training on as an orphan that
     # holds the TF port and the GPU. Kept across exec; the daemon's pid is checked after
     # setting it, in case the daemon died in between.
-    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\n"  # PR_SET_PDEATHSIG
+    "ctypes.CDLL(None, use_errno=True).prctl(1, int(sys.argv[4]))\n"  # PR_SET_PDEATHSIG
     "if os.getppid() != int(sys.argv[3]): sys.exit(125)\n"
     "ready, gate = int(sys.argv[1]), int(sys.argv[2])\n"
     "os.close(ready)\n"  # the daemon sees EOF: this process is up and waiting
@@ -44,9 +46,9 @@ _GATE = (
     "delay = struct.unpack('!d', data)[0] - time.time()\n"
     "if delay > 0: time.sleep(delay)\n"
     "try:\n"
-    "    os.execvp(sys.argv[4], sys.argv[4:])\n"
+    "    os.execvp(sys.argv[5], sys.argv[5:])\n"
     "except OSError as error:\n"
-    "    print(f'rendezvous: cannot run {sys.argv[4]!r}: {error.strerror}', file=sys.stderr)\n"
+    "    print(f'rendezvous: cannot run {sys.argv[5]!r}: {error.strerror}', file=sys.stderr)\n"
     "    os._exit(127 if isinstance(error, FileNotFoundError) else 126)\n"
 )
 
@@ -114,7 +116,8 @@ class Launcher:
         gate_read, gate_write = os.pipe()
         try:
             self._process = await asyncio.create_subprocess_exec(
-                sys.executable, "-I", "-S", "-c", _GATE, str(ready_write), str(gate_read), str(os.getpid()), *command,
+                sys.executable, "-I", "-S", "-c", _GATE, str(ready_write), str(gate_read), str(os.getpid()),
+                str(int(signal.SIGKILL)), *command,
                 # a session of its own is also a process group of its own (process_group=0: 3.11+)
                 env={**inherited, **env}, pass_fds=(ready_write, gate_read), start_new_session=True,
             )

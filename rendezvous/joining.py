@@ -1,6 +1,7 @@
 """One round's rendezvous from the member's side: the Join streams this node opens, what the
 coordinator says on them fed to the member machine (core.member), each action carried out.
 
+    start the command's gate (it waits for the release), then
     join the view's target -> events -> machine.step -> Confirm: arm the command, send Ready
                                                      -> Start: fire the armed command
                                                      -> Rejoin: next stream (maybe suspect)
@@ -77,6 +78,7 @@ class Joiner:
         """Join until the command starts (None), or the round ends before (its end).
         Stays visible a moment after a conflict, so that the peer this node disagrees with
         sees it too and fails alike."""
+        await self._launcher.prepare(self._config.command)
         try:
             return await self._join_until_released()
         except MembershipError:

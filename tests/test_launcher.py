@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import socket
 import sys
@@ -83,6 +84,61 @@ def test_environment_is_passed_and_output_inherited(tmp_path, capfd):
 
     assert run(scenario()) == 4
     assert "got 3" in capfd.readouterr().out
+
+
+def test_a_gate_prepared_at_the_round_start_waits_and_gets_the_rounds_variables_at_the_release(tmp_path, monkeypatch):
+    out = tmp_path / "env"
+    dump = [sys.executable, "-c", "import json, os, sys; json.dump(dict(os.environ), open(sys.argv[1], 'w'))", str(out)]
+    monkeypatch.setenv("INHERITED", "from the daemon")
+    monkeypatch.setenv("OVERRIDDEN", "old")
+    round_env = {
+        "TF_CONFIG": '{"cluster": {"worker": ["10.0.0.1:1"]}, "task": {"type": "worker", "index": 0}}',
+        "OVERRIDDEN": "new",
+        "TRICKY": "a=b\nc\u00e9",
+        "LONG": "x" * 100_000,  # more than a pipe holds (64 KiB)
+    }
+
+    async def scenario():
+        launcher = Launcher()
+        await launcher.prepare(dump)
+        monkeypatch.setenv("INHERITED", "changed after the gate started")
+        pid = launcher._process.pid
+        await asyncio.sleep(0.3)
+        assert launcher._process.returncode is None and launcher.pid is None  # waiting, not started
+        await launcher.arm(dump, round_env)
+        launcher.fire(time.time())
+        assert launcher.pid == pid  # the gate became the command: no new process
+        return await launcher.wait()
+
+    assert run(scenario()) == 0
+    seen = json.loads(out.read_text())
+    assert {name: seen[name] for name in round_env} == round_env
+    assert seen["INHERITED"] == "from the daemon"
+
+
+def test_a_prepared_gate_stopped_before_the_freeze_never_runs_its_command(tmp_path):
+    out = tmp_path / "stamp"
+
+    async def scenario():
+        launcher = Launcher()
+        await launcher.prepare([*STAMP, str(out)])
+        return await launcher.stop(grace=1)
+
+    assert run(scenario()) == 125
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("env", [{"A=B": "1"}, {"": "1"}, {"A": "nul\0inside"}])
+def test_variables_the_command_cannot_get_are_refused_when_armed(env):
+    async def scenario():
+        launcher = Launcher()
+        try:
+            await launcher.arm(["true"], env)
+        finally:
+            await launcher.stop(grace=1)
+
+    with pytest.raises(LaunchError, match="cannot pass the environment variable"):
+        run(scenario())
 
 
 def test_stop_terminates_the_whole_process_group(tmp_path):

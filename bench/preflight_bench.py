@@ -3,8 +3,9 @@ it advertises itself, so it adds to every node's start.
 
 Parts, each timed `--runs` times (median, min-max):
 
-    interpreter  ask the command's Python for its version and TensorFlow's (package metadata,
-                 no import) in a subprocess
+    interpreter  the command's Python version and TensorFlow's (package metadata, no import):
+                 read in-process when the command runs rendezvous's own interpreter, and
+                 asked of another interpreter in a subprocess
     nvidia-smi   list the GPUs (a fake nvidia-smi printing 8 lines, unless --real-smi)
     same-file    SHA-256 of a --same-file of --file-mb MiB
     total        take_fingerprint() with all three, as the daemon runs it
@@ -62,7 +63,10 @@ def main() -> None:
               f"a --same-file of {args.file_mb:g} MiB, {'real' if args.real_smi else 'fake'} nvidia-smi")
         print(f"fingerprint: {take_fingerprint(config).describe()}\n")
         print("| part | time, median (min-max) |\n|---|---:|")
-        print(row("interpreter: Python and TensorFlow versions", timed(lambda: probe_interpreter(sys.executable), args.runs)))
+        other = Path(tmp) / "python"  # the same interpreter by another name: asked in a subprocess
+        other.symlink_to(sys.executable)
+        print(row("Python and TensorFlow versions, rendezvous's interpreter", timed(lambda: probe_interpreter(sys.executable), args.runs)))
+        print(row("Python and TensorFlow versions, another interpreter", timed(lambda: probe_interpreter(str(other)), args.runs)))
         print(row("nvidia-smi", timed(list_gpus, args.runs)))
         print(row(f"SHA-256 of {args.file_mb:g} MiB", timed(lambda: file_digest(str(same)), args.runs)))
         print(row("whole fingerprint", timed(lambda: take_fingerprint(config), args.runs)))

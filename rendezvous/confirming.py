@@ -21,6 +21,7 @@ import logging
 from typing import TYPE_CHECKING, Optional
 
 from .coordinator import StatusUntrusted, fetch_status
+from .core.advert import Advert
 from .errors import NoDaemonError
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ class Confirmer:
             if self._next_ask.get(node_id, now) > now:
                 later.append(self._next_ask[node_id])
             elif len(self._tasks) < MAX_PROBES:
-                task = loop.create_task(self._ask(node_id), name=f"confirm-{node_id}")
+                task = loop.create_task(self._ask(advert), name=f"confirm-{node_id}")
                 self._tasks[node_id] = task
                 task.add_done_callback(lambda t, n=node_id: self._done(n, t))
         if self._timer is not None:
@@ -78,12 +79,10 @@ class Confirmer:
         if not task.cancelled():
             self.kick()  # its place is free for another
 
-    async def _ask(self, node_id: str) -> None:
-        """Ask the node's Status once; when to ask again if its advert still needs it."""
-        view = self._res.view
-        advert = next((a for a in view.unconfirmed(asyncio.get_running_loop().time()) if a.node_id == node_id), None)
-        if advert is None:
-            return
+    async def _ask(self, advert: Advert) -> None:
+        """Ask the advertised node's Status once; when to ask again if its advert still
+        needs it. (An advert that changed meanwhile is asked again at the next kick.)"""
+        node_id, view = advert.node_id, self._res.view
         try:
             status = await fetch_status(advert.peer.endpoint, self._timeout, self._res.keys, caller=view.me)
         except StatusUntrusted as exc:

@@ -105,6 +105,7 @@ class Joiner:
         for task in (self._beats, self._sender):
             if task is not None:
                 task.cancel()
+        self._beats = None
         if self._follower is not None:
             await self._follower.close()
         if self.session is not None:
@@ -175,20 +176,17 @@ class Joiner:
         except SessionLost as exc:
             yield machine.Lost(str(exc))
             return
-        if not self.state.joined_to_self:
-            self._beats = asyncio.create_task(self._heartbeats(session), name="heartbeats")
         async with aclosing(self._events(session)) as events:
             async for event in events:
                 yield event
 
     async def _heartbeats(self, session: JoinSession) -> None:
-        """Proves this node alive to the coordinator once the round is frozen (before, a
-        silent peer is HTTP/2 keepalive's to drop); a failure shows up on the read side."""
+        """Proves this node alive to the coordinator from the freeze on (before, a silent
+        peer is HTTP/2 keepalive's to drop); a failure shows up on the read side."""
         try:
             while True:
                 await asyncio.sleep(self._interval)
-                if self.state.frozen:
-                    await session.heartbeat()
+                await session.heartbeat()
         except SessionLost:
             pass
 
@@ -265,6 +263,8 @@ class Joiner:
         self._enter(Phase.FROZEN, membership)
         summary = await self._scan()
         assert self.session is not None
+        if self._beats is None and not self.state.joined_to_self:
+            self._beats = asyncio.create_task(self._heartbeats(self.session), name="heartbeats")
         try:
             await self.session.ready(membership.digest, summary)
         except SessionLost:

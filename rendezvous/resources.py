@@ -45,11 +45,13 @@ from .token import load_keys
 
 log = logging.getLogger(__name__)
 
-# What follows from a change of the view is done at once, then at most once per this many
-# seconds while changes keep coming: a node of a job of N nodes that starts at once hears N
-# adverts within a moment, and each telling (the coordinator service, the progress, the
-# confirmer, the joiner) costs O(N).
+# What follows from a change of the view is done at once for the first VIEW_BURST changes
+# of a VIEW_SETTLE window, then once at its end while changes keep coming: a node of a job
+# of N nodes that starts at once hears N adverts within a moment, and each telling (the
+# coordinator service, the progress, the confirmer, the joiner) costs O(N). A node that
+# just started sees itself, then its peers, then confirms its coordinator: none of that waits.
 VIEW_SETTLE = 0.02
+VIEW_BURST = 3
 
 
 class SessionFactory(Protocol):
@@ -78,6 +80,7 @@ class Resources:
     view_changed: asyncio.Event = field(default_factory=asyncio.Event)
     _telling: Optional[asyncio.TimerHandle] = field(default=None, init=False, repr=False)
     _untold: bool = field(default=False, init=False, repr=False)
+    _told: int = field(default=0, init=False, repr=False)  # tellings in this VIEW_SETTLE window
 
     def hold_tf_port(self) -> None:
         """Hold this node's TF port again for the next round (the last command bound it)."""
@@ -93,19 +96,21 @@ class Resources:
     def update_view(self, view: PeerView) -> None:
         """Take the new view, and tell the rest about it (see VIEW_SETTLE)."""
         self.view = view
-        if self._telling is None:
+        if self._told < VIEW_BURST:
             self._tell()
         else:
             self._untold = True
 
     def _settled(self) -> None:
-        self._telling = None
+        self._telling, self._told = None, 0
         if self._untold:
             self._tell()
 
     def _tell(self) -> None:
         self._untold = False
-        self._telling = asyncio.get_running_loop().call_later(VIEW_SETTLE, self._settled)
+        self._told += 1
+        if self._telling is None:
+            self._telling = asyncio.get_running_loop().call_later(VIEW_SETTLE, self._settled)
         self.service.follow(self.view.target(time.monotonic()))
         self.view_changed.set()
         self.on_view()

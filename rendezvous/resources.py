@@ -46,10 +46,11 @@ from .token import load_keys
 log = logging.getLogger(__name__)
 
 # What follows from a change of the view is done at once for the first VIEW_BURST changes
-# of a VIEW_SETTLE window, then once at its end while changes keep coming: a node of a job
-# of N nodes that starts at once hears N adverts within a moment, and each telling (the
-# coordinator service, the progress, the confirmer, the joiner) costs O(N). A node that
-# just started sees itself, then its peers, then confirms its coordinator: none of that waits.
+# after a quiet VIEW_SETTLE window, then at most once per window while changes keep coming:
+# a node of a job of N nodes that starts at once hears N adverts within a moment, and each
+# telling (the coordinator service, the progress, the confirmer, the joiner) costs O(N). A
+# node that just started sees itself, then its coordinator, then confirms it: none of that
+# waits.
 VIEW_SETTLE = 0.02
 VIEW_BURST = 3
 
@@ -102,9 +103,12 @@ class Resources:
             self._untold = True
 
     def _settled(self) -> None:
-        self._telling, self._told = None, 0
-        if self._untold:
+        self._telling = None
+        if self._untold:  # changes keep coming: once a window from now on
+            self._told = VIEW_BURST
             self._tell()
+        else:  # a quiet window: the next changes are told at once again
+            self._told = 0
 
     def _tell(self) -> None:
         self._untold = False

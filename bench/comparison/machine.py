@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 #: (shown as, distributions to try in order)
 PACKAGES = (
     ("python", ()),
-    ("rendezvous", ("rendezvous",)),
+    ("rendezvous", ("tf-rendezvous",)),
     ("torch", ("torch",)),
     ("tensorflow", ("tensorflow-cpu", "tensorflow")),
     ("grpcio", ("grpcio",)),
@@ -78,6 +78,6 @@ def versions() -> dict:
             found[shown] = version if dist == dists[-1] or len(dists) == 1 else f"{version} ({dist})"
             break
     revision = git_revision()
-    if revision and found.get("rendezvous"):
-        found["rendezvous"] += f" (git {revision})"
+    if revision:  # the agents run the checkout's code (`python -m rendezvous` from it)
+        found["rendezvous"] = f"{found['rendezvous'] or 'not installed, the checkout'} (git {revision})"
     return found

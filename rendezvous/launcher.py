@@ -61,12 +61,12 @@ _GATE = (
 )
 
 
-def encode_start(start_at: float, env: Mapping[str, str]) -> bytes:
-    """What the gate reads: the start time, then each variable as NAME=VALUE and a NUL."""
+def encode_variables(env: Mapping[str, str]) -> bytes:
+    """What the gate reads after the start time: each variable as NAME=VALUE and a NUL."""
     for name, value in env.items():
         if not name or "=" in name or "\0" in name or "\0" in value:
             raise LaunchError(f"cannot pass the environment variable {name!r}={value!r} to the command")
-    return struct.pack("!d", start_at) + b"".join(f"{name}={value}".encode() + b"\0" for name, value in env.items())
+    return b"".join(f"{name}={value}".encode() + b"\0" for name, value in env.items())
 
 
 async def _until_closed(fd: int) -> None:
@@ -113,7 +113,7 @@ class Launcher:
         self._up: Optional[asyncio.Future] = None  # done once the gate waits
         self._gate: Optional[int] = None
         self._command: tuple[str, ...] = ()
-        self._env: Mapping[str, str] = {}
+        self._variables = b""  # the round's, encoded for the gate by `arm`
         self.started_at: Optional[float] = None  # time.monotonic() when the command started
         self.finished_at: Optional[float] = None
 
@@ -158,16 +158,16 @@ class Launcher:
     async def arm(self, command: Sequence[str], env: Mapping[str, str]) -> None:
         """The round's variables for the command (started now if `prepare` was not called);
         returns once its gate waits, so that `fire` only has to write to it."""
-        encode_start(0.0, env)  # refuse what cannot be passed now, not at the start
+        variables = encode_variables(env)  # refuse what cannot be passed now, not at the start
         await self.prepare(command)
         assert self._up is not None
         await asyncio.shield(self._up)
-        self._env = dict(env)
+        self._variables = variables
 
     def fire(self, start_at: float) -> None:
         """Let the armed command start at `start_at` (seconds since the epoch)."""
         assert self._process is not None and self._gate is not None, "fire() before arm()"
-        data = memoryview(encode_start(start_at, self._env))
+        data = memoryview(struct.pack("!d", start_at) + self._variables)
         try:
             while data:  # the gate reads until the pipe is closed: a long environment fits too
                 data = data[os.write(self._gate, data):]

@@ -118,11 +118,12 @@ class Joiner:
             self._res.view_changed.clear()  # the target is computed now: older changes are seen
             target = self._res.view.target(time.monotonic())
             self.state = self.state.joining(target.endpoint, target.peer, self._res.me)
-            keepalive = None if self.state.joined_to_self else timings.keepalive
+            # this node's own member reaches its servicer inside the process (coordinator.local)
+            local = {"local": self._res.service} if self.state.joined_to_self else {}
             self.session = self._connect(
                 target.endpoint, self._res.me, self._config.job, self._round, self._config.expect,
-                keepalive, fingerprint=self._res.fingerprint,
-                **({"keys": self._res.keys} if self._res.keys else {}),
+                timings.keepalive, fingerprint=self._res.fingerprint,
+                **({"keys": self._res.keys} if self._res.keys else {}), **local,
             )
             action = await self._follow(self._join_and_listen(self.session))
             if isinstance(action, machine.Start):

@@ -26,6 +26,7 @@ from .address import choose_address
 from .config import JoinConfig
 from .confirming import Confirmer
 from .coordinator import CoordinatorService, JoinSession, bind_server, serve
+from .coordinator.local import JoinHandler
 from .coordinator.transfer import FileSource
 from .core.advert import Advert
 from .core.auth import Keys
@@ -59,6 +60,8 @@ class SessionFactory(Protocol):
     def __call__(
         self, endpoint: str, me: Peer, job: str, round: int, expect: Size, keepalive: Optional[float],
         fingerprint: Optional[Fingerprint] = None,
+        keys: Optional[Keys] = None,
+        local: Optional[JoinHandler] = None,
     ) -> JoinSession: ...
 
 

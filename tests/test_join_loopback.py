@@ -238,3 +238,50 @@ def test_a_frozen_peer_leaves_the_round_instead_of_holding_it(tmp_path, job):
         frozen.proc.send_signal(signal.SIGCONT)
     coordinator.proc.send_signal(signal.SIGTERM)
     assert coordinator.wait(timeout=15) == 128 + signal.SIGTERM
+
+
+def _tcp_connections(pid: int) -> list[tuple[str, str]]:
+    """(local, remote) of every established TCP connection the process holds."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    found = []
+    for table in ("tcp", "tcp6"):
+        with open(f"/proc/{pid}/net/{table}") as f:
+            for row in f.read().splitlines()[1:]:
+                cols = row.split()
+                if cols[3] == "01" and cols[9] in inodes:  # 01: ESTABLISHED
+                    found.append((cols[1], cols[2]))
+    return found
+
+
+def test_the_coordinators_own_member_holds_no_connection_to_it(tmp_path, job):
+    """The coordinator's own member reaches its servicer inside the process: a waiting
+    coordinator keeps no TCP connection to itself (nor the pings that kept it alive), and
+    its peers' connections are the only ones it holds."""
+    out = tmp_path / "out"
+    out.mkdir()
+    coordinator = start_peer(join_argv(3, job, out, address="127.0.0.2"), tmp_path, "coordinator")
+    member = start_peer(join_argv(3, job, out, address="127.0.0.3"), tmp_path, "member")
+    try:
+        _wait_for_log(coordinator, "2/3 peers seen")
+        deadline = time.monotonic() + 3
+        held = []
+        while time.monotonic() < deadline:
+            connections = _tcp_connections(coordinator.proc.pid)
+            ends = {local for local, _ in connections}
+            to_itself = [(local, remote) for local, remote in connections if remote in ends]
+            assert not to_itself, to_itself
+            held.append(len(connections))
+            time.sleep(0.1)
+        assert max(held) >= 1, "the member's Join stream was never seen: the check sees nothing"
+    finally:
+        for peer in (coordinator, member):
+            peer.proc.send_signal(signal.SIGTERM)
+        for peer in (coordinator, member):
+            peer.wait(timeout=10)

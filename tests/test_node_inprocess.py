@@ -92,7 +92,7 @@ class ScriptedSession:
 
 
 def scripted(script, sessions: list):
-    def connect(endpoint: str, me: Peer, job: str, round: int, expect: int, keepalive: float, fingerprint=None):
+    def connect(endpoint: str, me: Peer, job: str, round: int, expect: int, keepalive: float, fingerprint=None, **transport):
         session = ScriptedSession(script(me))
         sessions.append(session)
         return session

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 import grpc
 
@@ -36,6 +36,7 @@ from ..errors import NoDaemonError
 from ..v1 import rendezvous_pb2 as pb
 from ..v1 import rendezvous_pb2_grpc as pb_grpc
 from . import _auth, _wire
+from .local import JoinHandler, LocalCall
 
 log = logging.getLogger(__name__)
 
@@ -54,12 +55,14 @@ class StatusUntrusted(NoDaemonError):
 
 
 class JoinSession:
-    """A Join stream from `me` to the coordinator at `endpoint`."""
+    """A Join stream from `me` to the coordinator at `endpoint`; with `local`, to this
+    node's own servicer, inside the process (see .local)."""
 
     def __init__(
         self, endpoint: str, me: Peer, job: str, round: int, expect: Size, keepalive: Optional[float],
         fingerprint: Optional[Fingerprint] = None,
         keys: Optional[Keys] = None,
+        local: Optional[JoinHandler] = None,
     ) -> None:
         self.endpoint = endpoint
         self._signer, self._nonce = _auth.client_signer(keys)
@@ -69,8 +72,13 @@ class JoinSession:
         self._job = job
         self._round = round
         self._expect = expect
-        self._channel = grpc.aio.insecure_channel(endpoint, options=_wire.channel_options(keepalive))
-        self._call = pb_grpc.RendezvousStub(self._channel).Join()
+        self._channel: Optional[grpc.aio.Channel] = None
+        self._call: Union[grpc.aio.StreamStreamCall, LocalCall]
+        if local is not None:
+            self._call = LocalCall(local, me)
+        else:
+            self._channel = grpc.aio.insecure_channel(endpoint, options=_wire.channel_options(keepalive))
+            self._call = pb_grpc.RendezvousStub(self._channel).Join()
         self._writing = asyncio.Lock()
 
     def _message(self, **body: object) -> pb.PeerMessage:
@@ -169,7 +177,10 @@ class JoinSession:
 
     async def close(self) -> None:
         self._call.cancel()
-        await self._channel.close()
+        if self._channel is not None:
+            await self._channel.close()
+        elif isinstance(self._call, LocalCall):
+            await self._call.wait_closed()
 
 
 async def _ask(endpoint: str, timeout: float, method: str, request: pb.StatusRequest):

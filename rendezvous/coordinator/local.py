@@ -9,15 +9,15 @@ Everything else is as over gRPC: the servicer runs its same `Join` handler on a 
 that offers what it uses (`peer`, `read`, `write`, `abort`), and the member's
 `JoinSession` reads and writes a call that behaves like grpc.aio's: `read` gives
 `grpc.aio.EOF` at a clean end and raises `AioRpcError` after an abort. Messages cross as
-bytes, parsed again on the other side, so that neither end holds an object the other
-goes on changing (a broadcast message is sealed once per member).
+copies, serialized and parsed as on the wire, so that neither end holds an object the
+other goes on changing (a broadcast message is sealed once per member).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Optional, Protocol, Union
+from typing import Optional, Protocol, TypeVar, Union
 
 import grpc
 
@@ -26,9 +26,16 @@ from ..v1 import rendezvous_pb2 as pb
 
 log = logging.getLogger(__name__)
 
+_Message = TypeVar("_Message", pb.PeerMessage, pb.CoordinatorMessage)
+
 
 class JoinHandler(Protocol):
     async def Join(self, request_iterator: None, context: "LocalContext") -> None: ...  # noqa: N802
+
+
+def _copy(message: _Message) -> _Message:
+    """The message as the other end would parse it off the wire."""
+    return type(message).FromString(message.SerializeToString())
 
 
 class _End:
@@ -56,7 +63,7 @@ class LocalContext:
         return await self._inbox.get()
 
     async def write(self, message: pb.CoordinatorMessage) -> None:
-        self._outbox.put_nowait(message.SerializeToString())
+        self._outbox.put_nowait(_copy(message))
 
     async def abort(self, code: grpc.StatusCode, details: str = "") -> None:
         self.status = _End(code, details)
@@ -69,7 +76,7 @@ class LocalCall:
 
     def __init__(self, handler: JoinHandler, caller: Peer) -> None:
         self._to_server: asyncio.Queue[pb.PeerMessage] = asyncio.Queue()
-        self._to_member: asyncio.Queue[Union[bytes, _End]] = asyncio.Queue()
+        self._to_member: asyncio.Queue[Union[pb.CoordinatorMessage, _End]] = asyncio.Queue()
         context = LocalContext(caller, self._to_server, self._to_member)
         self._task = asyncio.ensure_future(self._serve(handler, context))
 
@@ -89,12 +96,12 @@ class LocalCall:
     async def write(self, message: pb.PeerMessage) -> None:
         if self._task.done():
             raise RuntimeError("the stream has ended")
-        self._to_server.put_nowait(pb.PeerMessage.FromString(message.SerializeToString()))
+        self._to_server.put_nowait(_copy(message))
 
     async def read(self) -> Union[pb.CoordinatorMessage, object]:
         item = await self._to_member.get()
         if not isinstance(item, _End):
-            return pb.CoordinatorMessage.FromString(item)
+            return item
         self._to_member.put_nowait(item)  # every later read ends the same way
         if item.code is grpc.StatusCode.OK:
             return grpc.aio.EOF

@@ -2,8 +2,9 @@
 
 The node that coordinates a round is also one of its members. Its member used to reach its
 own servicer over TCP: a connection to itself, an HTTP/2 handshake at the start, and the
-server's keepalive pings on it every few seconds for as long as the node waits, which was
-most of what a waiting daemon did. Here the two ends of that stream are two queues.
+server's keepalive pings on it every few seconds for as long as the node waits, which cost
+a waiting daemon more CPU than all of its own work. Here the two ends of that stream are
+two queues.
 
 Everything else is as over gRPC: the servicer runs its same `Join` handler on a context
 that offers what it uses (`peer`, `read`, `write`, `abort`), and the member's

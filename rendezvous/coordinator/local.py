@@ -10,8 +10,8 @@ Everything else is as over gRPC: the servicer runs its same `Join` handler on a 
 that offers what it uses (`peer`, `read`, `write`, `abort`), and the member's
 `JoinSession` reads and writes a call that behaves like grpc.aio's: `read` gives
 `grpc.aio.EOF` at a clean end and raises `AioRpcError` after an abort. Messages cross as
-copies, serialized and parsed as on the wire, so that neither end holds an object the
-other goes on changing (a broadcast message is sealed once per member).
+copies, serialized and parsed as on the wire: neither end holds an object the other
+might still change (a broadcast message is one object, shared by every member's stream).
 """
 
 from __future__ import annotations

@@ -118,12 +118,11 @@ class Joiner:
             self._res.view_changed.clear()  # the target is computed now: older changes are seen
             target = self._res.view.target(time.monotonic())
             self.state = self.state.joining(target.endpoint, target.peer, self._res.me)
-            # this node's own member reaches its servicer inside the process (coordinator.local)
-            local = {"local": self._res.service} if self.state.joined_to_self else {}
             self.session = self._connect(
                 target.endpoint, self._res.me, self._config.job, self._round, self._config.expect,
-                timings.keepalive, fingerprint=self._res.fingerprint,
-                **({"keys": self._res.keys} if self._res.keys else {}), **local,
+                timings.keepalive, fingerprint=self._res.fingerprint, keys=self._res.keys,
+                # this node's own member reaches its servicer inside the process (coordinator.local)
+                local=self._res.service if self.state.joined_to_self else None,
             )
             action = await self._follow(self._join_and_listen(self.session))
             if isinstance(action, machine.Start):

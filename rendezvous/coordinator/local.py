@@ -51,8 +51,7 @@ class LocalContext:
     """The servicer's end: the part of grpc.aio.ServicerContext that `Join` uses."""
 
     def __init__(self, caller: Peer, inbox: asyncio.Queue, outbox: asyncio.Queue) -> None:
-        address = caller.address
-        self._peer = f"ipv{address.version}:{f'[{address}]' if address.version == 6 else address}:0"
+        self._peer = f"ipv{caller.address.version}:{caller.host}:0"  # as gRPC names a caller
         self._inbox = inbox
         self._outbox = outbox
         self.status: Optional[_End] = None

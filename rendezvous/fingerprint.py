@@ -12,7 +12,6 @@ unreadable), and the comparison at the freeze then names it.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import re
@@ -22,6 +21,7 @@ import sys
 from typing import Optional, Sequence
 
 from .config import JoinConfig
+from .core.digest import sha256
 from .core.preflight import Fingerprint
 
 log = logging.getLogger(__name__)
@@ -134,15 +134,15 @@ def list_gpus() -> tuple[str, ...]:
 
 def file_digest(path: str) -> Optional[str]:
     """The SHA-256 of a file's content in hex; None if it cannot be read."""
-    digest = hashlib.sha256()
+    hashed = sha256()
     try:
         with open(path, "rb") as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):
-                digest.update(chunk)
+                hashed.update(chunk)
     except OSError as exc:
         log.warning("preflight: cannot read --same-file %s: %s", path, exc.strerror or exc)
         return None
-    return digest.hexdigest()
+    return hashed.hexdigest()
 
 
 def take_fingerprint(config: JoinConfig) -> Fingerprint:

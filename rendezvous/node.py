@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
+import os
 import signal
 import time
 from typing import Any, Awaitable, Callable, Coroutine, Optional, TypeVar, Union
@@ -56,7 +56,7 @@ class _Stopped(Exception):
 
 def new_node_id() -> str:
     """Random per process: never the host name, which cloned disk images share."""
-    return secrets.token_hex(6)
+    return os.urandom(6).hex()
 
 
 class Node:

@@ -14,11 +14,9 @@ A failure before the renames leaves DIR as it was. Blocking work runs in a threa
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import os
-import secrets
 import shutil
 import stat
 import time
@@ -35,6 +33,7 @@ from .core.manifest import (
     format_bytes,
     link_inside,
 )
+from .core.digest import sha256
 from .core.record import asdict
 from .errors import SyncError
 
@@ -47,7 +46,7 @@ Chunks = AsyncIterator[tuple[str, int, bytes]]
 
 
 def _hash_file(path: str) -> str:
-    h = hashlib.sha256()
+    h = sha256()
     with open(path, "rb") as f:
         while block := f.read(CHUNK):
             h.update(block)
@@ -115,7 +114,7 @@ class SyncDir:
         if plan.empty:
             return local
         progress.start(plan.fetch_bytes)
-        staging = self.root.parent / f".{self.root.name}.rendezvous-{secrets.token_hex(4)}"
+        staging = self.root.parent / f".{self.root.name}.rendezvous-{os.urandom(4).hex()}"
         try:
             await asyncio.to_thread(self._stage, staging, plan.keep, plan.copy)
             receiver = _Receiver(staging, plan.fetch)
@@ -154,7 +153,7 @@ class SyncDir:
         old = None
         if self.root.exists():
             os.chmod(staging, stat.S_IMODE(self.root.stat().st_mode))
-            old = self.root.parent / f".{self.root.name}.rendezvous-old-{secrets.token_hex(4)}"
+            old = self.root.parent / f".{self.root.name}.rendezvous-old-{os.urandom(4).hex()}"
             os.rename(self.root, old)
         try:
             os.rename(staging, self.root)
@@ -240,7 +239,7 @@ class _Receiver:
         self._pending = list(expected)
         self._entry: Optional[FileEntry] = None
         self._file: Optional[BinaryIO] = None
-        self._hash = hashlib.sha256()
+        self._hash = sha256()
         self._written = 0
 
     def write(self, path: str, offset: int, data: bytes) -> None:
@@ -250,7 +249,7 @@ class _Receiver:
                 raise SyncError(f"the source sent {path!r}, which was not asked for next")
             self._entry = self._pending.pop(0)
             self._file = open(_target(self._staging, path), "wb")
-            self._hash, self._written = hashlib.sha256(), 0
+            self._hash, self._written = sha256(), 0
         if offset != self._written or self._written + len(data) > self._entry.size:
             raise SyncError(f"{path}: the source sent bytes {offset}..{offset + len(data)} of {self._entry.size}, out of order")
         assert self._file is not None

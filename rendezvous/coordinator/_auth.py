@@ -8,7 +8,7 @@ checks each response. With no keys (a job without a token) every call is a no-op
 
 from __future__ import annotations
 
-import secrets
+import os
 from typing import Optional, TypeVar
 
 from google.protobuf.message import Message
@@ -21,7 +21,7 @@ M = TypeVar("M", bound=Message)
 
 
 def new_nonce() -> bytes:
-    return secrets.token_bytes(auth.NONCE_BYTES)
+    return os.urandom(auth.NONCE_BYTES)
 
 
 def _unsigned(message: Message) -> bytes:

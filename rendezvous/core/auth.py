@@ -33,11 +33,10 @@ Nothing here reads a clock or the network: nonces and `now` are passed in.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 from enum import Enum
 from typing import Mapping
 
+from .digest import equal, hmac_sha256
 from .record import record, replace
 
 SCHEME = "hmac-sha256"
@@ -73,8 +72,8 @@ class Keys:
 
 def _hkdf(secret: bytes, salt: bytes, info: bytes) -> bytes:
     """HKDF-SHA256 with one block of output (RFC 5869)."""
-    prk = hmac.new(salt, secret, hashlib.sha256).digest()
-    return hmac.new(prk, info + b"\x01", hashlib.sha256).digest()
+    prk = hmac_sha256(salt, secret)
+    return hmac_sha256(prk, info + b"\x01")
 
 
 def derive_keys(secret: bytes, job: str) -> Keys:
@@ -103,7 +102,7 @@ def _mac(key: bytes, direction: Direction, client: bytes, server: bytes, seq: in
         len(client).to_bytes(2, "big"), client, len(server).to_bytes(2, "big"), server,
         seq.to_bytes(8, "big"), payload,
     ))
-    return hmac.new(key, framed, hashlib.sha256).digest()
+    return hmac_sha256(key, framed)
 
 
 class Role(Enum):
@@ -150,7 +149,7 @@ class Stream:
         """Check the MAC of the next message received; AuthError if it is not right."""
         expected = _mac(self.keys.key(self.role.receives), self.role.receives, self.client_nonce,
                         self.server_nonce, self.received, payload)
-        if not hmac.compare_digest(expected, mac):
+        if not equal(expected, mac):
             raise AuthError("the message is not signed with this job's token")
         return replace(self, received=self.received + 1)
 

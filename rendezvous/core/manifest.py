@@ -12,11 +12,11 @@ results in.
 
 from __future__ import annotations
 
-import hashlib
 import posixpath
 from typing import Iterable, Mapping, Optional, Sequence
 
 from ..errors import SyncError
+from .digest import sha256
 from .peer import Peer
 from .record import record
 from .tf_config import Membership
@@ -77,7 +77,7 @@ class Manifest:
     @property
     def digest(self) -> str:
         """SHA-256 over every entry: equal digests mean identical directories."""
-        h = hashlib.sha256()
+        h = sha256()
         for f in self.files:
             h.update(f"{f.path}\0{f.size}\0{f.mtime_ns}\0{f.sha256}\n".encode())
         return h.hexdigest()

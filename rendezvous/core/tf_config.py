@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Mapping
 
+from .digest import sha256
 from .peer import Peer
 from .record import record
 
@@ -61,7 +61,7 @@ def cluster_digest(membership: Membership) -> str:
         separators=(",", ":"),
         sort_keys=True,
     )
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return sha256(canonical.encode()).hexdigest()
 
 
 def build_tf_config(membership: Membership, rank: int) -> dict:

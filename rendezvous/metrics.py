@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from typing import Callable, Iterator, Optional
 
 from .core.advert import Phase
@@ -87,10 +88,18 @@ class _Collector:
         return list(families.values())
 
 
+def _allow_ssl() -> None:
+    """prometheus_client imports ssl (for its TLS options, unused here), which the
+    `rendezvous` command's process goes without until then (see rendezvous.__main__)."""
+    if "ssl" in sys.modules and sys.modules["ssl"] is None:
+        del sys.modules["ssl"]
+
+
 class MetricsServer:
     """The /metrics endpoint on `host:port`, until `close`."""
 
     def __init__(self, host: str, port: int, status: Callable[[], NodeStatus]) -> None:
+        _allow_ssl()
         from prometheus_client import CollectorRegistry, start_http_server
 
         registry = CollectorRegistry(auto_describe=False)

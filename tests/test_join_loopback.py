@@ -260,6 +260,23 @@ def _tcp_connections(pid: int) -> list[tuple[str, str]]:
     return found
 
 
+def test_a_waiting_daemon_without_a_token_maps_no_openssl(tmp_path, job):
+    """Nothing in a waiting daemon without --token-file hashes or speaks TLS: OpenSSL's
+    libraries (4.6 MiB resident) stay out of its process until its job freezes."""
+    out = tmp_path / "out"
+    out.mkdir()
+    peer = start_peer(join_argv(2, job, out, address="127.0.0.2"), tmp_path, "waiting")
+    try:
+        _wait_for_log(peer, "1/2 peers seen")
+        with open(f"/proc/{peer.proc.pid}/maps") as f:
+            libraries = {line.split()[-1] for line in f if ".so" in line}
+        assert any("libpython" in name or "cygrpc" in name for name in libraries), libraries
+        assert not [name for name in libraries if "libssl" in name or "libcrypto" in name]
+    finally:
+        peer.proc.send_signal(signal.SIGTERM)
+        peer.wait(timeout=10)
+
+
 def test_the_coordinators_own_member_holds_no_connection_to_it(tmp_path, job):
     """The coordinator's own member reaches its servicer inside the process: a waiting
     coordinator keeps no TCP connection to itself (nor the pings that kept it alive), and

@@ -131,7 +131,7 @@ def test_wheel_metadata(wheel):
     assert 'tomli==2.*; python_version < "3.11"' in requires
     assert "Homepage, https://github.com/tf-rendezvous/tf-rendezvous" in metadata.get_all("Project-URL")
     assert metadata["Description-Content-Type"] == "text/markdown"
-    assert "rendezvous = rendezvous.cli:main" in entry_points
+    assert "rendezvous = rendezvous.__main__:main" in entry_points
     assert top_level == {"rendezvous", "trainer"}
 
 

@@ -16,6 +16,11 @@ def test_sha256_and_hmac_sha256_give_the_standard_values():
         "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")  # RFC 4231, case 2
 
 
+def test_short_values_hash_the_same_without_openssl():
+    for value in (b"", b"abc", bytes(range(256)) * 10):
+        assert digest.sha256_hex(value) == digest.sha256(value).hexdigest()
+
+
 def test_the_job_keys_are_hkdf_sha256_as_rfc_5869_computes_them():
     """Daemons of any version derive the same keys from the same token (case 1, first block)."""
     okm = auth._hkdf(b"\x0b" * 22, bytes(range(13)), bytes(range(0xF0, 0xFA)))

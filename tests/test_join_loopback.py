@@ -260,21 +260,34 @@ def _tcp_connections(pid: int) -> list[tuple[str, str]]:
     return found
 
 
-def test_a_waiting_daemon_without_a_token_maps_no_openssl(tmp_path, job):
-    """Nothing in a waiting daemon without --token-file hashes or speaks TLS: OpenSSL's
-    libraries (4.6 MiB resident) stay out of its process until its job freezes."""
+def _openssl_mapped(pid):
+    with open(f"/proc/{pid}/maps") as f:
+        libraries = {line.split()[-1] for line in f if ".so" in line}
+    assert any("cygrpc" in name for name in libraries), libraries  # the check sees libraries
+    return sorted(name for name in libraries if "libssl" in name or "libcrypto" in name)
+
+
+def test_a_job_without_a_token_maps_no_openssl_waiting_or_running(tmp_path, job):
+    """Nothing in a daemon without --token-file hashes with OpenSSL or speaks TLS: its
+    libraries (4.6 MiB resident) stay out of the process while it waits, and out of the
+    freeze every member waits on."""
     out = tmp_path / "out"
     out.mkdir()
-    peer = start_peer(join_argv(2, job, out, address="127.0.0.2"), tmp_path, "waiting")
+    first = start_peer(join_argv(2, job, out, address="127.0.0.2", command=["sleep", "30"]), tmp_path, "first")
     try:
-        _wait_for_log(peer, "1/2 peers seen")
-        with open(f"/proc/{peer.proc.pid}/maps") as f:
-            libraries = {line.split()[-1] for line in f if ".so" in line}
-        assert any("libpython" in name or "cygrpc" in name for name in libraries), libraries
-        assert not [name for name in libraries if "libssl" in name or "libcrypto" in name]
+        _wait_for_log(first, "1/2 peers seen")
+        assert _openssl_mapped(first.proc.pid) == []
+        second = start_peer(join_argv(2, job, out, address="127.0.0.3", command=["sleep", "30"]), tmp_path, "second")
+        try:
+            for peer in (first, second):
+                _wait_for_log(peer, "starting sleep")
+                assert _openssl_mapped(peer.proc.pid) == []
+        finally:
+            second.proc.send_signal(signal.SIGTERM)
+            second.wait(timeout=10)
     finally:
-        peer.proc.send_signal(signal.SIGTERM)
-        peer.wait(timeout=10)
+        first.proc.send_signal(signal.SIGTERM)
+        first.wait(timeout=10)
 
 
 def test_the_coordinators_own_member_holds_no_connection_to_it(tmp_path, job):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Mapping
 
-from .digest import sha256
+from .digest import sha256_hex
 from .peer import Peer
 from .record import record
 
@@ -61,7 +61,7 @@ def cluster_digest(membership: Membership) -> str:
         separators=(",", ":"),
         sort_keys=True,
     )
-    return sha256(canonical.encode()).hexdigest()
+    return sha256_hex(canonical.encode())
 
 
 def build_tf_config(membership: Membership, rank: int) -> dict:

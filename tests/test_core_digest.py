@@ -16,8 +16,13 @@ def test_sha256_and_hmac_sha256_give_the_standard_values():
         "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")  # RFC 4231, case 2
 
 
-def test_short_values_hash_the_same_without_openssl():
-    for value in (b"", b"abc", bytes(range(256)) * 10):
+def test_short_values_hash_the_same_without_openssl_and_on_a_python_without_its_own(monkeypatch):
+    values = (b"", b"abc", bytes(range(256)) * 10)
+    assert digest._builtin_sha256 is not None  # this Python has CPython's own SHA-256
+    for value in values:
+        assert digest.sha256_hex(value) == digest.sha256(value).hexdigest()
+    monkeypatch.setattr(digest, "_builtin_sha256", None)  # a FIPS build: OpenSSL's only
+    for value in values:
         assert digest.sha256_hex(value) == digest.sha256(value).hexdigest()
 
 

@@ -10,6 +10,10 @@
 4. failures  fault -> every command stopped / running again, per fault kind, 3 nodes in
              namespaces (bench/restart_bench.py).
 
+The agents run from a venv that this command makes, holding a wheel of this checkout (built
+offline) and torchrun's console script, both started the way users start them
+(comparison/install.py): an editable checkout would add an import hook to every start.
+
 Writes PREFIX.md (the report) and PREFIX.json (every run's figures), and prints the report.
 `--baseline OLD.json` adds the change of every ratio (torchrun/rendezvous,
 rendezvous/TF_CONFIG) and exits 1 if one got worse by more than --tolerance (20%).
@@ -22,13 +26,13 @@ the report says why.
     .venv/bin/python bench/compare.py --render OLD.json --baseline OLDER.json
 
 Exit status: 0 done; 1 a ratio got worse than the baseline allows; 2 bad options or files;
-3 a measurement failed (an agent exited non-zero or timed out; its log is shown).
+3 a measurement failed (an agent exited non-zero or timed out; its log is shown), or this
+checkout could not be installed into the venv the agents run from (pip's output is shown).
 """
 
 from __future__ import annotations
 
 import argparse
-import compileall
 import json
 import os
 import shlex
@@ -43,6 +47,7 @@ from typing import Optional, Sequence
 from comparison import markdown, measure
 from comparison.agents import RoundError
 from comparison.figures import DEFAULT_TOLERANCE, compare_with_baseline, parse_choices, parse_sizes
+from comparison.install import InstallError, Programs, install
 from comparison.machine import describe_machine, versions
 
 BENCH = Path(__file__).resolve().parent
@@ -149,23 +154,14 @@ def add_baseline(result: dict, path: str, tolerance: float) -> bool:
     return any(c.flagged for c in changes)
 
 
-def measure_all(opts: measure.Options, workdir: Path, result: dict) -> None:
+def measure_all(opts: measure.Options, workdir: Path, programs: Programs, result: dict) -> None:
     """Measure each chosen part into `result`, noting the load average before each."""
     parts = {"startup": measure.startup, "trainer": measure.trainer, "daemon": measure.daemon,
              "failures": measure.failures}
     for name in opts.parts:
         if name != "failures":
             result["load_average"]["before_part"][name] = list(os.getloadavg())
-        result[name] = parts[name](opts, workdir)
-
-
-def compile_bytecode() -> None:
-    """Compile rendezvous and the trainer as pip does when it installs a wheel: an editable
-    checkout has no bytecode until a run writes it, and none is written with
-    PYTHONDONTWRITEBYTECODE set or a read-only tree, so every agent would compile every
-    module at its start (0.25 s of CPU on these machines) where an installed one does not."""
-    for package in ("rendezvous", "trainer"):
-        compileall.compile_dir(str(BENCH.parent / package), quiet=1)
+        result[name] = parts[name](opts, workdir, programs)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -186,7 +182,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     if min(opts.runs, opts.trainer_runs) < 5 and not args.quick:
         measure.say("fewer than 5 runs: medians of so few runs are not figures to quote")
-    compile_bytecode()
     stamp = time.strftime("%Y%m%d-%H%M%S")
     prefix = Path(args.output) if args.output else BENCH / "results" / f"compare-{stamp}"
     prefix.parent.mkdir(parents=True, exist_ok=True)
@@ -203,7 +198,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     }
     code = 0
     try:
-        measure_all(opts, workdir, result)
+        measure.say("installing this checkout into a venv of its own, as users install it")
+        programs = install(workdir)
+        result["programs"] = programs.describe()
+        measure_all(opts, workdir, programs, result)
+    except InstallError as e:
+        print(f"compare: cannot install this checkout: {e}", file=sys.stderr)
+        code = EXIT_FAILED
     except RoundError as e:
         print(f"compare: a measurement failed: {e}", file=sys.stderr)
         code = EXIT_FAILED

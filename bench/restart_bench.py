@@ -42,8 +42,9 @@ SCRIPT = (
 FAULTS = ("command", "daemon", "stopped-command", "frozen", "link-down", "lost-elastic")
 
 
-def start_node(host, job: str, expect: str, out: Path, liveness: float, settle: float) -> subprocess.Popen:
-    argv = [sys.executable, "-m", "rendezvous", "join", "--expect", expect, "--job", job,
+def start_node(host, job: str, expect: str, out: Path, liveness: float, settle: float,
+               python: str) -> subprocess.Popen:
+    argv = [python, "-m", "rendezvous", "join", "--expect", expect, "--job", job,
             "--liveness-timeout", str(liveness), "--settle", str(settle), "--timeout", "120",
             "--stop-grace", "2", "-q", "--", "sh", "-c", SCRIPT]
     return host.popen(argv, env={**os.environ, "OUT": str(out)}, stdout=subprocess.DEVNULL,
@@ -95,13 +96,14 @@ def alive(pid: int) -> bool:
         return False
 
 
-def one_run(fault: str, hosts: list, liveness: float, settle: float) -> tuple[float, float | None]:
+def one_run(fault: str, hosts: list, liveness: float, settle: float,
+            python: str = sys.executable) -> tuple[float, float | None]:
     job = f"bench-{secrets.token_hex(4)}"
     nodes = len(hosts)
     expect = f"{nodes - 1}:{nodes}" if fault == "lost-elastic" else str(nodes)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
-        procs = [start_node(h, job, expect, out, liveness, settle) for h in hosts]
+        procs = [start_node(h, job, expect, out, liveness, settle, python) for h in hosts]
         try:
             wait_for(lambda: len(pids(out, 1)) == nodes and len(starts(out, 1)) == nodes)
             commands = list(pids(out, 1).values())
@@ -115,7 +117,7 @@ def one_run(fault: str, hosts: list, liveness: float, settle: float) -> tuple[fl
             elif fault == "daemon":
                 victim_node.kill()
                 victim_node.wait()
-                procs[-1] = start_node(hosts[-1], job, expect, out, liveness, settle)
+                procs[-1] = start_node(hosts[-1], job, expect, out, liveness, settle, python)
             elif fault == "frozen":
                 victim_node.send_signal(signal.SIGSTOP)
             elif fault in ("link-down", "lost-elastic"):

@@ -261,10 +261,11 @@ def test_every_agent_runs_a_fork_of_date(tmp_path):
 
 
 def test_agent_command_lines():
-    rdv = rendezvous_argv(4, "cmp-1", "127.0.0.3", ["/bin/sh", "-c", "x"], 60)
+    rdv = rendezvous_argv("/venv/bin/rendezvous", 4, "cmp-1", "127.0.0.3", ["/bin/sh", "-c", "x"], 60)
+    assert rdv[:2] == ["/venv/bin/rendezvous", "join"]
     assert rdv[rdv.index("--expect") + 1] == "4" and rdv[rdv.index("--address") + 1] == "127.0.0.3"
     assert rdv[rdv.index("--") + 1:] == ["/bin/sh", "-c", "x"]
-    assert "--address" not in rendezvous_argv(2, "j", None, ["true"])
+    assert "--address" not in rendezvous_argv("rendezvous", 2, "j", None, ["true"])
     tr = torchrun_argv("/venv/bin/torchrun", 4, "10.213.0.1:29400", "cmp-1", True, ["/bin/sh", "-c", "x"])
     assert tr[tr.index("--rdzv-backend") + 1] == "c10d" and tr[tr.index("--nnodes") + 1] == "4"
     assert "is_host=1" in tr and tr[tr.index("--no-python") + 1:] == ["/bin/sh", "-c", "x"]

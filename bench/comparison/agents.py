@@ -8,7 +8,6 @@ the agent's CPU seconds and RSS at the moment its command started.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import secrets
@@ -16,7 +15,6 @@ import signal
 import socket
 import struct
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -24,6 +22,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from .figures import FigureError, Round, cpu_seconds, parse_notify, parse_start, parse_status_kib
+from .install import Programs
 
 REPO = Path(__file__).resolve().parents[2]
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -46,16 +45,6 @@ def record_command(prefix: Path, hold: float = 0) -> list[str]:
     return ["/bin/sh", "-c", script, str(prefix)]
 
 
-def torchrun_path() -> tuple[Optional[str], Optional[str]]:
-    """(path of torchrun, None) or (None, why it cannot be used)."""
-    if importlib.util.find_spec("torch") is None:
-        return None, "torch is not installed (pip install -e '.[bench]' installs torch 2.13.0 CPU)"
-    path = Path(sys.executable).with_name("torchrun")
-    if not path.exists():
-        return None, f"torch is installed but {path} is missing"
-    return str(path), None
-
-
 def clean_env(**extra: str) -> dict[str, str]:
     """The caller's environment without anything that would change how an agent behaves."""
     env = {k: v for k, v in os.environ.items()
@@ -66,9 +55,10 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def rendezvous_argv(n: int, job: str, address: Optional[str], command: Sequence[str],
+def rendezvous_argv(program: str, n: int, job: str, address: Optional[str], command: Sequence[str],
                     timeout: float = 120) -> list[str]:
-    argv = [sys.executable, "-m", "rendezvous", "join", "--expect", str(n), "--job", job,
+    """`program`: rendezvous's console script."""
+    argv = [program, "join", "--expect", str(n), "--job", job,
             "--timeout", f"{timeout:g}", "--log-format", "plain"]
     if address:
         argv += ["--address", address]
@@ -162,7 +152,7 @@ def read_record(prefix: Path) -> tuple[float, float, int]:
     return start, cpu, rss
 
 
-def run_round(tool: str, place, n: int, warm: bool, workdir: Path, *, torchrun: Optional[str] = None,
+def run_round(tool: str, place, n: int, warm: bool, workdir: Path, programs: Programs, *,
               settle: float = 1.0, timeout: float = 120, notify: Optional["NotifyListener"] = None) -> Round:
     """Start `n` agents of `tool` in `place` and wait for all of them to finish.
 
@@ -176,9 +166,10 @@ def run_round(tool: str, place, n: int, warm: bool, workdir: Path, *, torchrun: 
         env = clean_env(RENDEZVOUS_RUNTIME_DIR=str(out / "run"))
         if notify is not None:
             env["NOTIFY_SOCKET"] = notify.path
-        argvs = [rendezvous_argv(n, f"cmp-{tag}", place.address(i) if place.name == "loopback" else None,
+        argvs = [rendezvous_argv(programs.rendezvous, n, f"cmp-{tag}", place.address(i) if place.name == "loopback" else None,
                                  record_command(out / f"a{i}"), timeout) for i in range(n)]
     else:
+        torchrun = programs.torchrun
         assert torchrun is not None
         env = clean_env(LOGLEVEL="INFO")
         host = "127.0.0.1" if place.name == "loopback" else place.address(0)
@@ -287,7 +278,8 @@ def read_status_kib(pid: int, name: str) -> Optional[int]:
 # -- the trainer -----------------------------------------------------------------------------
 
 
-def trainer_round(tool: str, workdir: Path, trainer_args: Sequence[str], timeout: float = 600) -> dict:
+def trainer_round(tool: str, workdir: Path, programs: Programs, trainer_args: Sequence[str],
+                  timeout: float = 600) -> dict:
     """Two trainer workers on loopback, with a TF_CONFIG written here or through `rendezvous join`.
 
     Returns seconds from the last launch to the slowest worker's first training step (the end
@@ -303,7 +295,7 @@ def trainer_round(tool: str, workdir: Path, trainer_args: Sequence[str], timeout
     with Started() as started:
         launched = 0.0
         for i in range(2):
-            trainer = [sys.executable, "-m", "trainer", *trainer_args, "--result-file", str(results[i])]
+            trainer = [programs.python, "-m", "trainer", *trainer_args, "--result-file", str(results[i])]
             worker_env = dict(env)
             if tool == "tf_config":
                 worker_env["TF_CONFIG"] = json.dumps({
@@ -312,7 +304,7 @@ def trainer_round(tool: str, workdir: Path, trainer_args: Sequence[str], timeout
                 })
                 argv = trainer
             else:
-                argv = rendezvous_argv(2, f"cmp-{tag}", addresses[i], trainer, timeout)
+                argv = rendezvous_argv(programs.rendezvous, 2, f"cmp-{tag}", addresses[i], trainer, timeout)
             launched = time.time()
             started.start(argv, out / f"w{i}.log", worker_env)
         started.wait(time.monotonic() + timeout)

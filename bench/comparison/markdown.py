@@ -77,6 +77,8 @@ def header(result: Mapping) -> str:
         f"Versions: {versions}.",
         f"Command: `{result.get('command', '?')}`",
     ]
+    if "programs" in result:
+        lines.append(f"Programs: {result['programs']}.")
     if result.get("quick"):
         lines.append("**`--quick`: a smoke run with too few runs to quote.**")
     return "\n".join(lines)

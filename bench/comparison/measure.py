@@ -11,11 +11,12 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Sequence
 
 from . import agents
 from .agents import NotifyListener, RoundError, Started, read_cpu, read_status_kib, run_round
 from .figures import Summary, alternate, ratio, summarize_rounds
+from .install import Programs
 from .places import netns_unavailable, place
 
 #: Failure figures: 3 nodes in network namespaces, the daemon's default liveness timeout.
@@ -48,11 +49,11 @@ def say(message: str) -> None:
 # -- 1. rendezvous vs torchrun ---------------------------------------------------------------
 
 
-def startup(opts: Options, workdir: Path) -> dict:
+def startup(opts: Options, workdir: Path, programs: Programs) -> dict:
     skipped = []
-    torchrun, why = agents.torchrun_path()
+    why = programs.torchrun_missing
     tools = ["rendezvous", "torchrun"]
-    if torchrun is None:
+    if programs.torchrun is None:
         skipped.append({"what": "torchrun", "reason": why})
         say(f"skipping torchrun: {why}")
         tools = ["rendezvous"]
@@ -68,7 +69,7 @@ def startup(opts: Options, workdir: Path) -> dict:
                 for mode in opts.modes:
                     rounds: dict[str, list] = {t: [] for t in tools}
                     for run, tool in alternate(tools, opts.runs):
-                        r = run_round(tool, hosts, n, mode == "warm", workdir, torchrun=torchrun,
+                        r = run_round(tool, hosts, n, mode == "warm", workdir, programs,
                                       settle=opts.settle, timeout=opts.timeout)
                         rounds[tool].append(r)
                         say(f"{where} N={n} {mode} run {run + 1}/{opts.runs} {tool}: "
@@ -90,7 +91,7 @@ def startup(opts: Options, workdir: Path) -> dict:
 # -- 2. hand-written TF_CONFIG vs rendezvous join --------------------------------------------
 
 
-def trainer(opts: Options, workdir: Path) -> dict:
+def trainer(opts: Options, workdir: Path, programs: Programs) -> dict:
     if importlib.util.find_spec("tensorflow") is None:
         reason = "tensorflow is not installed (pip install -e '.[trainer]')"
         say(f"skipping the trainer: {reason}")
@@ -98,7 +99,7 @@ def trainer(opts: Options, workdir: Path) -> dict:
     tools = ["tf_config", "rendezvous"]
     runs: dict[str, list[dict]] = {t: [] for t in tools}
     for run, tool in alternate(tools, opts.trainer_runs):
-        r = agents.trainer_round(tool, workdir, opts.trainer_args, timeout=max(opts.timeout, 600))
+        r = agents.trainer_round(tool, workdir, programs, opts.trainer_args, timeout=max(opts.timeout, 600))
         runs[tool].append(r)
         say(f"trainer run {run + 1}/{opts.trainer_runs} {tool}: first step {r['first_step']:.2f} s, "
             f"total {r['total']:.2f} s")
@@ -122,14 +123,14 @@ def trainer(opts: Options, workdir: Path) -> dict:
 IDLE_SETTLE = 3.0  # seconds after READY before idle CPU is counted: zeroconf's first announcements
 
 
-def daemon(opts: Options, workdir: Path) -> dict:
+def daemon(opts: Options, workdir: Path, programs: Programs) -> dict:
     where = "netns" if "netns" in opts.wheres and not netns_unavailable() else "loopback"
     out: dict = {"where": where}
     with NotifyListener(workdir / "notify.sock") as notify:
         with place(where, 2) as hosts:
-            out.update(_ready_idle_job(opts, workdir, hosts, notify))
+            out.update(_ready_idle_job(opts, workdir, programs, hosts, notify))
         if where == "netns":
-            out["release"] = _release_cpu(opts, workdir, notify)
+            out["release"] = _release_cpu(opts, workdir, programs, notify)
         else:
             out["release_skipped"] = f"needs network namespaces: {netns_unavailable()}"
             say(f"skipping CPU at release for N={','.join(map(str, opts.cost_sizes))}: "
@@ -137,9 +138,9 @@ def daemon(opts: Options, workdir: Path) -> dict:
     return out
 
 
-def _start_daemon(hosts, i: int, job: str, command: Sequence[str], notify: NotifyListener,
-                  started: Started, workdir: Path, timeout: float) -> tuple[int, float]:
-    argv = agents.rendezvous_argv(2, job, hosts.address(i) if hosts.name == "loopback" else None,
+def _start_daemon(programs: Programs, hosts, i: int, job: str, command: Sequence[str],
+                  notify: NotifyListener, started: Started, workdir: Path, timeout: float) -> tuple[int, float]:
+    argv = agents.rendezvous_argv(programs.rendezvous, 2, job, hosts.address(i) if hosts.name == "loopback" else None,
                                   command, timeout)
     env = agents.clean_env(NOTIFY_SOCKET=notify.path, RENDEZVOUS_RUNTIME_DIR=str(workdir / "run"))
     launched = time.time()
@@ -148,12 +149,12 @@ def _start_daemon(hosts, i: int, job: str, command: Sequence[str], notify: Notif
     return proc.pid, ready - launched
 
 
-def _ready_idle_job(opts: Options, workdir: Path, hosts, notify: NotifyListener) -> dict:
+def _ready_idle_job(opts: Options, workdir: Path, programs: Programs, hosts, notify: NotifyListener) -> dict:
     timeout = opts.idle_seconds + IDLE_SETTLE + opts.timeout
     ready_times = []
     for run in range(opts.cost_runs):
         with Started() as started:
-            pid, seconds = _start_daemon(hosts, 0, f"cmp-{secrets.token_hex(4)}", ["true"], notify,
+            pid, seconds = _start_daemon(programs, hosts, 0, f"cmp-{secrets.token_hex(4)}", ["true"], notify,
                                          started, workdir, timeout)
             ready_times.append(seconds)
             os.kill(pid, signal.SIGTERM)
@@ -164,7 +165,7 @@ def _ready_idle_job(opts: Options, workdir: Path, hosts, notify: NotifyListener)
     job = f"cmp-{secrets.token_hex(4)}"
     hold = 3.0
     with Started() as started:
-        a, _ = _start_daemon(hosts, 0, job, agents.record_command(workdir / f"{job}-a0", hold), notify,
+        a, _ = _start_daemon(programs, hosts, 0, job, agents.record_command(workdir / f"{job}-a0", hold), notify,
                              started, workdir, timeout)
         say(f"daemon idle for {IDLE_SETTLE:g} + {opts.idle_seconds:g} s")
         time.sleep(IDLE_SETTLE)
@@ -174,7 +175,7 @@ def _ready_idle_job(opts: Options, workdir: Path, hosts, notify: NotifyListener)
         idle_rss = read_status_kib(a, "VmRSS")
         if cpu0 is None or cpu1 is None or idle_rss is None:
             raise RoundError("the idle daemon exited early:\n" + agents.tail(started.logs[0]))
-        b, _ = _start_daemon(hosts, 1, job, agents.record_command(workdir / f"{job}-a1", hold), notify,
+        b, _ = _start_daemon(programs, hosts, 1, job, agents.record_command(workdir / f"{job}-a1", hold), notify,
                              started, workdir, timeout)
         deadline = time.monotonic() + 60
         while not all((workdir / f"{job}-a{i}.start").exists() for i in range(2)):
@@ -196,13 +197,13 @@ def _ready_idle_job(opts: Options, workdir: Path, hosts, notify: NotifyListener)
     }
 
 
-def _release_cpu(opts: Options, workdir: Path, notify: NotifyListener) -> list[dict]:
+def _release_cpu(opts: Options, workdir: Path, programs: Programs, notify: NotifyListener) -> list[dict]:
     rows = []
     for n in opts.cost_sizes:
         with place("netns", n) as hosts:
             rounds = []
             for run in range(opts.cost_runs):
-                r = run_round("rendezvous", hosts, n, False, workdir, settle=opts.settle,
+                r = run_round("rendezvous", hosts, n, False, workdir, programs, settle=opts.settle,
                               timeout=max(opts.timeout, 60 + 2 * n), notify=notify)
                 rounds.append(r)
                 say(f"daemon CPU N={n} run {run + 1}/{opts.cost_runs}: median "
@@ -216,7 +217,7 @@ def _release_cpu(opts: Options, workdir: Path, notify: NotifyListener) -> list[d
 # -- 4. failures -----------------------------------------------------------------------------
 
 
-def failures(opts: Options, workdir: Optional[Path] = None) -> dict:
+def failures(opts: Options, workdir: Path, programs: Programs) -> dict:
     """Fault -> every other command stopped, and -> every command running again, per fault
     kind, as bench/restart_bench.py measures them (its docstring says how)."""
     unavailable = netns_unavailable()
@@ -230,7 +231,8 @@ def failures(opts: Options, workdir: Optional[Path] = None) -> dict:
     with Network(FAILURE_NODES) as net:
         for fault in restart_bench.FAULTS:
             say(f"failures: {fault} x {opts.runs}")
-            runs = [restart_bench.one_run(fault, net.hosts, FAILURE_LIVENESS, opts.settle) for _ in range(opts.runs)]
+            runs = [restart_bench.one_run(fault, net.hosts, FAILURE_LIVENESS, opts.settle, programs.python)
+                    for _ in range(opts.runs)]
             running = [r[1] for r in runs if r[1] is not None]
             rows.append({
                 "fault": fault,

@@ -34,8 +34,8 @@ class Programs:
     torchrun_missing: Optional[str] = None  # ... and why
 
     def describe(self) -> str:
-        return (f"rendezvous and torchrun started through their console scripts in a venv holding a wheel "
-                f"of this checkout ({Path(self.python).parent.parent}), not the editable checkout")
+        return ("rendezvous and torchrun started through their console scripts, from a venv holding a "
+                "wheel of this checkout (as users install it, not the editable checkout)")
 
 
 def _run(argv: list[str]) -> str:

@@ -47,7 +47,7 @@ from typing import Optional, Sequence
 from comparison import markdown, measure
 from comparison.agents import RoundError
 from comparison.figures import DEFAULT_TOLERANCE, compare_with_baseline, parse_choices, parse_sizes
-from comparison.install import InstallError, Programs, install
+from comparison.install import INSTALLED_AS, InstallError, Programs, install
 from comparison.machine import describe_machine, versions
 
 BENCH = Path(__file__).resolve().parent
@@ -200,7 +200,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         measure.say("installing this checkout into a venv of its own, as users install it")
         programs = install(workdir)
-        result["programs"] = programs.describe()
+        result["programs"] = INSTALLED_AS
         measure_all(opts, workdir, programs, result)
     except InstallError as e:
         print(f"compare: cannot install this checkout: {e}", file=sys.stderr)

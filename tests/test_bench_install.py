@@ -4,6 +4,7 @@ venv of its own, with no import hook at interpreter start (an editable install h
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -14,8 +15,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 from comparison.install import install  # noqa: E402
 
-CHECKOUT = Path(__file__).resolve().parents[1]
-
 
 @pytest.mark.install
 def test_the_agents_run_an_installed_wheel_with_no_import_hook(tmp_path):
@@ -24,13 +23,13 @@ def test_the_agents_run_an_installed_wheel_with_no_import_hook(tmp_path):
     assert Path(programs.python) == venv / "bin" / "python"
 
     found = subprocess.run(
-        [programs.python, "-c", "import sys, rendezvous, trainer; "
+        [programs.python, "-c", "import json, sys, rendezvous, trainer; "
          "print(rendezvous.__file__); print(trainer.__file__); "
-         "print(sorted(getattr(f, '__module__', '') for f in sys.meta_path))"],
+         "print(json.dumps([getattr(f, '__module__', '') for f in sys.meta_path]))"],
         capture_output=True, text=True, timeout=60, cwd=tmp_path, check=True,
     ).stdout.splitlines()
     assert all(Path(path).is_relative_to(venv) for path in found[:2]), found
-    assert not any("editable" in name for name in eval(found[2])), found[2]
+    assert not any("editable" in name for name in json.loads(found[2])), found[2]
     assert any(venv.glob("lib/python*/site-packages/rendezvous/__pycache__/cli.*.pyc"))  # compiled
 
     version = subprocess.run([programs.rendezvous, "--version"], capture_output=True, text=True,

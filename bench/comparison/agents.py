@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from .figures import FigureError, Round, cpu_seconds, parse_notify, parse_start, parse_status_kib
-from .install import Programs
+from .install import REPO, Programs
 
-REPO = Path(__file__).resolve().parents[2]
 TICKS = os.sysconf("SC_CLK_TCK")
 
 RECORD = 'date +%s.%N > "$0.start"; cat /proc/$PPID/stat > "$0.stat"; cat /proc/$PPID/status > "$0.status"'
@@ -166,7 +165,8 @@ def run_round(tool: str, place, n: int, warm: bool, workdir: Path, programs: Pro
         env = clean_env(RENDEZVOUS_RUNTIME_DIR=str(out / "run"))
         if notify is not None:
             env["NOTIFY_SOCKET"] = notify.path
-        argvs = [rendezvous_argv(programs.rendezvous, n, f"cmp-{tag}", place.address(i) if place.name == "loopback" else None,
+        argvs = [rendezvous_argv(programs.rendezvous, n, f"cmp-{tag}",
+                                 place.address(i) if place.name == "loopback" else None,
                                  record_command(out / f"a{i}"), timeout) for i in range(n)]
     else:
         torchrun = programs.torchrun

@@ -21,6 +21,10 @@ from typing import Optional
 
 REPO = Path(__file__).resolve().parents[2]
 
+#: How the agents were installed, for the report's header.
+INSTALLED_AS = ("rendezvous and torchrun started through their console scripts, from a venv holding a "
+                "wheel of this checkout (as users install it, not the editable checkout)")
+
 
 class InstallError(RuntimeError):
     """The checkout could not be installed; the message has pip's or venv's output."""
@@ -32,10 +36,6 @@ class Programs:
     rendezvous: str  # rendezvous's console script in the venv
     torchrun: Optional[str]  # torchrun's console script in the venv, or None ...
     torchrun_missing: Optional[str] = None  # ... and why
-
-    def describe(self) -> str:
-        return ("rendezvous and torchrun started through their console scripts, from a venv holding a "
-                "wheel of this checkout (as users install it, not the editable checkout)")
 
 
 def _run(argv: list[str]) -> str:

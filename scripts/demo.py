@@ -21,7 +21,8 @@ from pathlib import Path
 
 # TensorFlow's native start-up lines (glog style), printed before its log level applies.
 TF_NATIVE_LOG = re.compile(r"^(WARNING: All log messages before absl|[IWEF]\d{4} )")
-TF_CONFIG_LINE = re.compile(r"membership frozen: worker (\d+) of (\d+).*TF_CONFIG=(\{.*\})")
+# What a node logs once its round is frozen (rendezvous.joining).
+TF_CONFIG_LINE = re.compile(r"round \d+ frozen: worker (\d+) of (\d+),.*TF_CONFIG=(\{.*\})")
 
 
 def stream(prefix: str, pipe, sink: list[str]) -> None:

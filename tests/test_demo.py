@@ -1,9 +1,15 @@
-"""scripts/demo.py: its exit status says whether every peer succeeded."""
+"""scripts/demo.py: its exit status says whether every peer succeeded, and its summary
+shows the TF_CONFIG each peer logged."""
 
 from __future__ import annotations
 
 import importlib.util
 import io
+import json
+import os
+import secrets
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -35,12 +41,13 @@ def test_exit_status_maps_signal_deaths_like_a_shell(demo, codes, status):
 
 
 class FakePeer:
-    """A `rendezvous join` that prints nothing and ends with a given return code."""
+    """A `rendezvous join` that prints `output` and ends with a given return code."""
 
     codes: list[int] = []
+    output = b""
 
     def __init__(self, argv, **kwargs):
-        self.stdout = io.BytesIO(b"")
+        self.stdout = io.BytesIO(FakePeer.output)
         self.returncode = FakePeer.codes.pop(0)
 
     def wait(self):
@@ -50,8 +57,9 @@ class FakePeer:
         pass
 
 
-def fake_run(demo, monkeypatch, tmp_path, codes):
+def fake_run(demo, monkeypatch, tmp_path, codes, output=b""):
     FakePeer.codes = list(codes)
+    FakePeer.output = output
     monkeypatch.setattr(demo.subprocess, "Popen", FakePeer)
     monkeypatch.setattr(demo.tempfile, "mkdtemp", lambda prefix: str(tmp_path))
     monkeypatch.setattr(demo.sys, "argv", ["demo.py", "--peers", str(len(codes))])
@@ -66,3 +74,32 @@ def test_demo_fails_when_a_peer_died_of_a_signal(demo, monkeypatch, tmp_path, ca
 def test_demo_succeeds_when_every_peer_did(demo, monkeypatch, tmp_path):
     fake_run(demo, monkeypatch, tmp_path, [0, 0])
     assert demo.main() == 0
+
+
+def frozen_line() -> str:
+    """The line a real `rendezvous join` logs when its round is frozen."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RENDEZVOUS_")}
+    result = subprocess.run(
+        [sys.executable, "-m", "rendezvous", "join", "--expect", "1", "--job", f"demo-{secrets.token_hex(4)}",
+         "--address", "127.0.0.2", "--log-format", "plain", "--", "true"],
+        capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 0, result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if "TF_CONFIG=" in line]
+    return line
+
+
+def test_the_summary_finds_the_tf_config_that_join_logs(demo):
+    match = demo.TF_CONFIG_LINE.search(frozen_line())
+    assert match is not None
+    assert (match[1], match[2]) == ("0", "1")
+    assert json.loads(match[3])["task"] == {"type": "worker", "index": 0}
+
+
+def test_the_summary_shows_each_peers_tf_config(demo, monkeypatch, tmp_path, capsys):
+    line = frozen_line()
+    fake_run(demo, monkeypatch, tmp_path, [0, 0], output=f"{line}\n".encode())
+    demo.main()
+    out = capsys.readouterr().out.split("==== summary ====")[1]
+    assert "never got a TF_CONFIG" not in out
+    assert out.count('127.0.0.2: worker 0 of 1, TF_CONFIG {"cluster"') == 1

@@ -52,6 +52,9 @@ class Timings:
     suspect_after: float = 3.0
     # How long a DNS-SD service may take to resolve.
     resolve_timeout: float = 3.0
+    # Peers that would be elected are asked their Status one at a time, lowest first; one
+    # that has not answered after this long lets the next be asked too (core.asking).
+    confirm_hedge: float = 0.25
     # Re-announcing at once after the release would make N nodes delay each other.
     advertise_delay: float = 0.5
     # The release sets a start time this far ahead, plus start_margin_per_peer per member:

@@ -2,13 +2,13 @@
 
 An advert that is new or claims something new is checked by asking that node's Status,
 signed when the job has a token, when it could change what this node does
-(`PeerView.unconfirmed`): a node of a job that all starts together asks a few peers below
-it, not all of them. Nodes are asked at once, up to a bound, the lowest addresses first
-(the election needs only the lowest that answers), and one that does not answer is asked
-again later and later: a node that never
-answers (a forged advert for an unused address) costs only its own retries and never holds
-a place another node needs, and a job of dozens of nodes on a busy network does not drown
-in its own retries. A node that fails authentication is left out for good.
+(`PeerView.unconfirmed`). Which to ask when is `core.asking`'s rule: those that would be
+elected one at a time, lowest first (the election needs only the lowest that answers),
+the rest at once, up to a bound. One that does not answer is asked again later and later:
+a node that never answers (a forged advert for an unused address) costs only its own
+retries and never holds a place another node needs, and a job of dozens of nodes on a busy
+network does not drown in its own retries. A node that fails authentication is left out
+for good.
 
 Each request carries this node's own advert: a node that has just started learns of every
 peer that heard its announcement from their requests, at once (see StatusRequest.caller).
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Optional
 
 from .coordinator import StatusUntrusted, fetch_status
 from .core.advert import Advert
+from .core.asking import choose_asks
 from .errors import NoDaemonError
 
 if TYPE_CHECKING:
@@ -29,8 +30,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Nodes asked at once at most: a flood of forged adverts costs a bounded number of calls,
-# and a node that hears a whole job at once does not ask all of it before the lowest answers.
+# Nodes asked at once at most: a flood of forged adverts costs a bounded number of calls.
 MAX_PROBES = 8
 # A node that does not answer is asked again after the interval, doubled at every further
 # silence up to this many intervals.
@@ -38,44 +38,54 @@ MAX_BACKOFF = 8
 
 
 class Confirmer:
-    def __init__(self, res: "Resources", timeout: float, interval: float) -> None:
+    def __init__(self, res: "Resources", timeout: float, interval: float, hedge: float) -> None:
         self._res = res
         self._timeout = timeout
         self._interval = interval
+        self._hedge = hedge
         self._tasks: dict[str, asyncio.Task] = {}
+        self._started: dict[str, float] = {}  # node id -> loop time its ask in flight started
         self._next_ask: dict[str, float] = {}  # node id -> loop time it may be asked again
         self._backoff: dict[str, float] = {}  # node id -> its wait after its last silence
         self._timer: Optional[asyncio.TimerHandle] = None
         self._closed = False
 
     def kick(self) -> None:
-        """Ask every advert that needs it, is not being asked and whose time has come; come
-        back when the next one's time comes."""
+        """Ask what needs asking, is not being asked and whose time has come (`core.asking`);
+        come back when the next one's time comes."""
         if self._closed:
             return
         loop = asyncio.get_running_loop()
         now, later = loop.time(), []
-        wanted = self._res.view.unconfirmed(now)
+        view = self._res.view
+        wanted = view.unconfirmed(now)
         needed = {a.node_id for a in wanted}
         for mapping in (self._next_ask, self._backoff):  # forget nodes that need no asking
             for node_id in set(mapping) - needed:
                 del mapping[node_id]
+        due = []
         for advert in wanted:
             node_id = advert.node_id
-            if node_id in self._tasks:
-                continue
-            if self._next_ask.get(node_id, now) > now:
+            if node_id not in self._tasks and self._next_ask.get(node_id, now) > now:
                 later.append(self._next_ask[node_id])
-            elif len(self._tasks) < MAX_PROBES:
-                task = loop.create_task(self._ask(advert), name=f"confirm-{node_id}")
-                self._tasks[node_id] = task
-                task.add_done_callback(lambda t, n=node_id: self._done(n, t))
+            else:
+                due.append(advert)
+        asks = choose_asks(due, view.target(now).peer, self._started, now, self._hedge, MAX_PROBES)
+        for advert in asks.start:
+            node_id = advert.node_id
+            task = loop.create_task(self._ask(advert), name=f"confirm-{node_id}")
+            self._tasks[node_id] = task
+            self._started[node_id] = now
+            task.add_done_callback(lambda t, n=node_id: self._done(n, t))
+        if asks.wake is not None:
+            later.append(asks.wake)
         if self._timer is not None:
             self._timer.cancel()
         self._timer = loop.call_at(min(later), self.kick) if later else None
 
     def _done(self, node_id: str, task: asyncio.Task) -> None:
         self._tasks.pop(node_id, None)
+        self._started.pop(node_id, None)
         if not task.cancelled():
             self.kick()  # its place is free for another
 

@@ -212,7 +212,9 @@ def bind_resources(
         me, view, reservation, server, health.aio.HealthServicer(), service, discovery, on_view, policy,
         fingerprint, sync, keys,
     )
-    resources.confirmer = Confirmer(resources, config.timings.resolve_timeout, config.timings.suspect_after)
+    resources.confirmer = Confirmer(
+        resources, config.timings.resolve_timeout, config.timings.suspect_after, config.timings.confirm_hedge,
+    )
     return resources
 
 

@@ -77,6 +77,17 @@ class Peer:
             raise AssertionError(f"peer {self.name} did not exit within {timeout}s:\n{self.log}")
 
 
+def run_join(*options: str, job: Optional[str] = None, timeout: float = 30) -> subprocess.CompletedProcess:
+    """One `rendezvous join` on 127.0.0.2 (job random unless given), run to its end with no
+    RENDEZVOUS_* variables of the caller; its output captured as text."""
+    job = job or f"c-{os.urandom(4).hex()}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RENDEZVOUS_")}
+    return subprocess.run(
+        [sys.executable, "-m", "rendezvous", "join", "--job", job, "--address", "127.0.0.2", *options],
+        capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL,
+    )
+
+
 def start_peer(
     argv: list[str], log_dir: Path, name: str, popen: Callable[..., subprocess.Popen] = subprocess.Popen,
     extra_env: Optional[dict[str, str]] = None,

@@ -16,6 +16,7 @@ import sys
 import time
 
 import pytest
+from peers import run_join
 
 from rendezvous.config import LogConfig
 from rendezvous.console import (
@@ -192,17 +193,8 @@ def test_setup_logging_chooses_the_live_line_only_for_auto_on_a_terminal(config,
 # --------------------------------------------------------------------------
 
 
-def join(*options, job=None, timeout=30):
-    job = job or f"c-{secrets.token_hex(4)}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RENDEZVOUS_")}
-    return subprocess.run(
-        [sys.executable, "-m", "rendezvous", "join", "--job", job, "--address", "127.0.0.2", *options],
-        capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL,
-    )
-
-
 def test_not_on_a_terminal_every_line_is_plain():
-    result = join("--expect", "2", "--timeout", "1")
+    result = run_join("--expect", "2", "--timeout", "1")
     assert result.returncode == 3
     lines = result.stderr.splitlines()
     assert "\x1b" not in result.stderr and "\r" not in result.stderr
@@ -213,7 +205,7 @@ def test_not_on_a_terminal_every_line_is_plain():
 
 def test_json_log_lines_carry_node_and_job():
     job = f"c-{secrets.token_hex(4)}"
-    result = join("--expect", "1", "--log-format", "json", "--", "true", job=job)
+    result = run_join("--expect", "1", "--log-format", "json", "--", "true", job=job)
     assert result.returncode == 0, result.stderr
     entries = [json.loads(line) for line in result.stderr.splitlines()]
     assert all({"time", "level", "logger", "message"} <= set(e) for e in entries)
@@ -224,14 +216,14 @@ def test_json_log_lines_carry_node_and_job():
 
 
 def test_json_errors_are_json_too():
-    result = join("--expect", "2", "--timeout", "0.5", "--log-format", "json")
+    result = run_join("--expect", "2", "--timeout", "0.5", "--log-format", "json")
     assert result.returncode == 3
     last = json.loads(result.stderr.splitlines()[-1])
     assert last["level"] == "ERROR" and "--timeout 0.5s" in last["message"]
 
 
 def test_quiet_shows_no_progress():
-    result = join("--expect", "2", "--timeout", "0.5", "-q")
+    result = run_join("--expect", "2", "--timeout", "0.5", "-q")
     assert result.returncode == 3
     assert "peers seen" not in result.stderr.split("rendezvous: error:")[0]
 

@@ -6,13 +6,10 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
-import os
-import secrets
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from peers import run_join
 
 DEMO = Path(__file__).resolve().parents[1] / "scripts" / "demo.py"
 
@@ -76,29 +73,24 @@ def test_demo_succeeds_when_every_peer_did(demo, monkeypatch, tmp_path):
     assert demo.main() == 0
 
 
+@pytest.fixture(scope="module")
 def frozen_line() -> str:
     """The line a real `rendezvous join` logs when its round is frozen."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RENDEZVOUS_")}
-    result = subprocess.run(
-        [sys.executable, "-m", "rendezvous", "join", "--expect", "1", "--job", f"demo-{secrets.token_hex(4)}",
-         "--address", "127.0.0.2", "--log-format", "plain", "--", "true"],
-        capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL,
-    )
+    result = run_join("--expect", "1", "--log-format", "plain", "--", "true", timeout=60)
     assert result.returncode == 0, result.stderr
     (line,) = [line for line in result.stderr.splitlines() if "TF_CONFIG=" in line]
     return line
 
 
-def test_the_summary_finds_the_tf_config_that_join_logs(demo):
-    match = demo.TF_CONFIG_LINE.search(frozen_line())
+def test_the_summary_finds_the_tf_config_that_join_logs(demo, frozen_line):
+    match = demo.TF_CONFIG_LINE.search(frozen_line)
     assert match is not None
     assert (match[1], match[2]) == ("0", "1")
     assert json.loads(match[3])["task"] == {"type": "worker", "index": 0}
 
 
-def test_the_summary_shows_each_peers_tf_config(demo, monkeypatch, tmp_path, capsys):
-    line = frozen_line()
-    fake_run(demo, monkeypatch, tmp_path, [0, 0], output=f"{line}\n".encode())
+def test_the_summary_shows_each_peers_tf_config(demo, monkeypatch, tmp_path, capsys, frozen_line):
+    fake_run(demo, monkeypatch, tmp_path, [0, 0], output=f"{frozen_line}\n".encode())
     demo.main()
     out = capsys.readouterr().out.split("==== summary ====")[1]
     assert "never got a TF_CONFIG" not in out

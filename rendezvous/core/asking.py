@@ -3,7 +3,7 @@
 A Status call costs both nodes a connection and each answer a change of the view. In a job
 whose nodes start at once, every node believes it coordinates until it has confirmed a
 lower one, and a coordinating node asks every peer (`PeerView._could_matter`): asked all at
-once, 8 nodes made 26-48 calls, where one answer from the lowest would have settled each
+once, 8 nodes made 24-47 calls, where one answer from the lowest would have settled each
 node's election. So the adverts that would be elected, those below the current target,
 are asked one at a time, lowest first: the lowest usually answers within milliseconds, and
 its answer makes the others above it matter no more. One that has not answered within

@@ -49,6 +49,7 @@ from comparison.agents import RoundError
 from comparison.figures import DEFAULT_TOLERANCE, compare_with_baseline, parse_choices, parse_sizes
 from comparison.install import INSTALLED_AS, InstallError, Programs, install
 from comparison.machine import describe_machine, versions
+from comparison.places import stop_on_sigterm
 
 BENCH = Path(__file__).resolve().parent
 PARTS = ("startup", "trainer", "daemon", "failures")
@@ -142,6 +143,11 @@ def load_result(path: str) -> dict:
         raise ValueError(f"cannot read the result {path}: {e}") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise ValueError(f"{path} is not a result of bench/compare.py (schema {SCHEMA})")
+    try:  # a truncated or hand-edited file fails here, not halfway through a report
+        markdown.render(data)
+        compare_with_baseline(data, data, DEFAULT_TOLERANCE)
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as e:
+        raise ValueError(f"{path} is not a complete result of bench/compare.py: {type(e).__name__}: {e}") from None
     return data
 
 
@@ -184,7 +190,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         measure.say("fewer than 5 runs: medians of so few runs are not figures to quote")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     prefix = Path(args.output) if args.output else BENCH / "results" / f"compare-{stamp}"
-    prefix.parent.mkdir(parents=True, exist_ok=True)
+    try:  # fail now, not after the measurements
+        prefix.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        parser.error(f"cannot write the report to {prefix.parent}: {e.strerror or e}")
     workdir = Path(tempfile.mkdtemp(prefix="rendezvous-compare-"))
     result: dict = {
         "schema": SCHEMA,
@@ -221,9 +230,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     result["load_average"]["after"] = list(os.getloadavg())
     worse = add_baseline(result, args.baseline, args.tolerance) if args.baseline else False
     report = markdown.render(result)
-    Path(f"{prefix}.json").write_text(json.dumps(result, indent=1) + "\n")
-    Path(f"{prefix}.md").write_text(report)
     print(report, end="")
+    try:
+        Path(f"{prefix}.json").write_text(json.dumps(result, indent=1) + "\n")
+        Path(f"{prefix}.md").write_text(report)
+    except OSError as e:  # the report is printed above; the figures go to stdout instead
+        print(f"compare: cannot write {prefix}.md and .json ({e.strerror or e}); the figures:", file=sys.stderr)
+        print(json.dumps(result, indent=1))
+        return EXIT_FAILED
     measure.say(f"wrote {prefix}.md and {prefix}.json")
     if worse:
         measure.say(f"a ratio got worse than the baseline by more than {args.tolerance:.0%}")
@@ -232,4 +246,5 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
+    stop_on_sigterm()  # a stopped run removes its namespaces, as after Ctrl-C
     sys.exit(main())

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from netns import Network  # noqa: E402
+from netns import Network, stop_on_sigterm  # noqa: E402
 
 from rendezvous.launcher import Launcher  # noqa: E402
 
@@ -184,4 +184,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    stop_on_sigterm()
     main()

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from netns import Network  # noqa: E402
+from netns import Network, stop_on_sigterm  # noqa: E402
 
 SCRIPT = (
     'date +%s.%N > "$OUT/$RENDEZVOUS_NODE_ID-$RENDEZVOUS_ROUND.start"; '
@@ -160,4 +160,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    stop_on_sigterm()
     main()

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from netns import Network  # noqa: E402
+from netns import Network, stop_on_sigterm  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # Started by the daemon: the time it ran, its daemon's utime and stime (ticks), peak RSS (kB).
@@ -116,4 +116,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    stop_on_sigterm()
     main()

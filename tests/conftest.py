@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from netns import Network, cleanup_stale, require_netns
+from netns import Network, cleanup_stale, require_netns, stop_on_sigterm
 
 # --------------------------------------------------------------------------
 # Network namespaces (tests/netns.py)
 # --------------------------------------------------------------------------
 
 _netns_stale_cleaned = False
+
+
+def pytest_configure(config):
+    """A test run stopped with SIGTERM or SIGHUP ends like one stopped with Ctrl-C: fixtures
+    tear down, so its namespaces are removed."""
+    stop_on_sigterm()
 
 
 @pytest.fixture(autouse=True)

@@ -454,6 +454,19 @@ def _router_mac(segment: int) -> str:
     return f"02:00:00:{segment:02x}:00:fe"
 
 
+def stop_on_sigterm() -> None:
+    """Have SIGTERM and SIGHUP stop this process the way Ctrl-C does: as KeyboardInterrupt,
+    so that a run stopped by `timeout`, a cancelled CI job or a closed terminal unwinds its
+    `with Network(...)` blocks and removes its namespaces (their default action would exit
+    at once, past every teardown and atexit handler)."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, interrupt)
+
+
 @atexit.register
 def _down_all() -> None:
     for net in list(_live_networks):

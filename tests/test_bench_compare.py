@@ -227,6 +227,33 @@ def test_bad_option_exits_2(capsys):
     assert "--runs must be at least 1" in capsys.readouterr().err
 
 
+def test_an_output_that_cannot_be_written_fails_before_measuring(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(compare, "install", lambda workdir: pytest.fail("measured anyway"))
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SystemExit) as exc:
+        compare.main(["compare.py", "--output", str(tmp_path / "file" / "report")])
+    assert exc.value.code == 2
+    assert f"cannot write the report to {tmp_path / 'file'}" in capsys.readouterr().err
+
+
+def test_figures_are_printed_when_the_report_cannot_be_written(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "out"
+
+    def measure_then_lose_the_directory(opts, workdir, programs, result):
+        result.update({k: v for k, v in full_result().items() if k in opts.parts})
+        out.rmdir()
+        out.write_text("")  # now a file: nothing can be written under it
+
+    monkeypatch.setattr(compare, "install", lambda workdir: None)
+    monkeypatch.setattr(compare, "measure_all", measure_then_lose_the_directory)
+    code = compare.main(["compare.py", "--parts", "startup", "--output", str(out / "report")])
+    captured = capsys.readouterr()
+    assert code == compare.EXIT_FAILED
+    assert "### rendezvous vs torchrun" in captured.out
+    assert json.loads(captured.out[captured.out.index("\n{") + 1:])["startup"] == full_result()["startup"]
+    assert f"cannot write {out / 'report'}.md and .json" in captured.err
+
+
 def test_render_and_baseline_from_files(tmp_path, capsys):
     old, new = full_result(), full_result()
     old["startup"]["rows"][0]["ratio"] = 10.0
@@ -248,6 +275,11 @@ def test_a_file_that_is_not_a_result(tmp_path):
         compare.load_result(str(tmp_path / "x.json"))
     with pytest.raises(ValueError, match="cannot read"):
         compare.load_result(str(tmp_path / "missing.json"))
+    broken = full_result()
+    del broken["startup"]["rows"][0]["where"]
+    (tmp_path / "broken.json").write_text(json.dumps(broken))
+    with pytest.raises(ValueError, match="broken.json is not a complete result of bench/compare.py: KeyError: 'where'"):
+        compare.load_result(str(tmp_path / "broken.json"))
 
 
 # -- the commands agents run -----------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -347,6 +348,38 @@ def test_cleanup_stale_removes_only_dead_creators():
         stray.wait()
         if stale in list_namespaces():
             netns.delete_namespace(stale)
+
+
+@pytest.mark.netns
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("signum", ["SIGTERM", "SIGHUP"])
+def test_a_run_stopped_by_a_signal_removes_its_namespaces(signum):
+    script = textwrap.dedent(
+        """
+        import json, sys, time
+        sys.path.insert(0, sys.argv[1])
+        from netns import Network, stop_on_sigterm
+        stop_on_sigterm()
+        try:
+            with Network(2) as net:
+                print(json.dumps(net.namespaces), flush=True)
+                time.sleep(60)
+        except KeyboardInterrupt as stopped:
+            print("stopped by", stopped, flush=True)
+            sys.exit(130)
+        """
+    )
+    proc = subprocess.Popen([PY, "-c", script, str(REPO / "tests")], stdout=subprocess.PIPE, text=True)
+    try:
+        names = json.loads(proc.stdout.readline())
+        assert set(names) <= set(list_namespaces())
+        proc.send_signal(getattr(signal, signum))
+        assert proc.wait(timeout=30) == 130
+        assert proc.stdout.read() == f"stopped by {signum}\n"
+        assert not set(names) & set(list_namespaces())
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 @pytest.fixture

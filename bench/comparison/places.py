@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
-from netns import _NAME_RE, Network, _pid_alive, cleanup_stale  # noqa: E402
+from netns import _NAME_RE, Network, _pid_alive, cleanup_stale, stop_on_sigterm  # noqa: E402,F401
 from netns import unavailable_reason as netns_unavailable  # noqa: E402,F401  (why not, or None)
 
 ETC_NETNS = Path("/etc/netns")

@@ -27,7 +27,9 @@ the report says why.
 
 Exit status: 0 done; 1 a ratio got worse than the baseline allows; 2 bad options or files;
 3 a measurement failed (an agent exited non-zero or timed out; its log is shown), or this
-checkout could not be installed into the venv the agents run from (pip's output is shown).
+checkout could not be installed into the venv the agents run from (pip's output is shown),
+or the report could not be written (it is printed, and the figures with it); 130 stopped
+by Ctrl-C, SIGTERM or SIGHUP (namespaces and agents are removed first).
 """
 
 from __future__ import annotations

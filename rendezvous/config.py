@@ -57,9 +57,13 @@ class Timings:
     confirm_hedge: float = 0.25
     # Re-announcing at once after the release would make N nodes delay each other.
     advertise_delay: float = 0.5
-    # The release sets a start time this far ahead, plus start_margin_per_peer per member:
-    # time for it to reach every member. (8 daemons on 2 cores got it within 12 ms; a member
-    # that gets it late starts at once, late by as much.)
+    # The release sets the start time ahead by the time the frozen list took to go to every
+    # member and come back as Ready (core.round.start_margin), at least start_margin_min
+    # and at most start_margin plus start_margin_per_peer per member: time for it to reach
+    # every member. (8 daemons started at once on 2 cores: the frozen list's trip took
+    # 12-19 ms, the release 5-9 ms; a member that gets it late starts at once, late by as
+    # much.)
+    start_margin_min: float = 0.005
     start_margin: float = 0.02
     start_margin_per_peer: float = 0.002
     # Before asking the coordinator again after a redirect or a lost stream.
@@ -99,8 +103,8 @@ class Timings:
             if not (_is_number(value) and value >= 0 and math.isfinite(value)):
                 raise ConfigError(f"sets {timing_key(name)} to {value!r}: it must be zero or more seconds")
 
-    def release_delay(self, world_size: int) -> float:
-        """Seconds between the release and the common start: time for it to reach everyone."""
+    def longest_start_margin(self, world_size: int) -> float:
+        """The most seconds between the release and the common start (core.round.start_margin)."""
         return self.start_margin + self.start_margin_per_peer * world_size
 
 

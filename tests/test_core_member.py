@@ -294,11 +294,12 @@ def test_start_delay_is_bounded(start_in, delay):
     assert 0.0 <= start_delay(start_in, delay) <= delay
 
 
-def test_release_delay_grows_with_the_job():
+def test_the_longest_start_margin_grows_with_the_job():
     from rendezvous.config import Timings
 
     timings = Timings()
-    assert 0 < timings.release_delay(1) < timings.release_delay(2) < timings.release_delay(16) < 1.0
+    longest = timings.longest_start_margin
+    assert timings.start_margin_min < longest(1) < longest(2) < longest(16) < 1.0
 
 
 def test_a_coordinator_failing_authentication_is_distrusted_before_the_freeze():

@@ -807,3 +807,33 @@ def test_a_lost_member_that_shares_its_address_hints_at_two_hosts_with_one_addre
     assert "10.0.0.10 is the address of more than one member" in reason
     assert "two hosts are configured with the same address" in reason
     assert "more than one member" not in leave(state, A.node_id, 0.0).state.abort_reason
+
+
+# -- the start margin -------------------------------------------------------------------------
+
+from rendezvous.core.round import start_margin  # noqa: E402
+
+
+def test_the_freeze_notes_when_the_frozen_list_went_out():
+    state = gather(Round(job="job", expect=Size.fixed(2)), A)
+    assert join(state, B, state.expect, 42.0).state.frozen_at == 42.0
+    assert settle(elastic_round(A, B, at=10.0), 13.5).state.frozen_at == 13.5
+    assert frozen_round().next().frozen_at == 0.0
+
+
+def test_the_start_margin_is_the_round_trip_of_the_frozen_list():
+    state = replace(released_round(), frozen_at=100.0)
+    assert start_margin(state, 100.012, 0.005, 0.036) == pytest.approx(0.012)
+
+
+def test_the_start_margin_has_a_floor_for_a_fast_trip_and_a_ceiling_for_a_slow_one():
+    state = replace(released_round(), frozen_at=100.0)
+    assert start_margin(state, 100.001, 0.005, 0.036) == 0.005
+    assert start_margin(state, 105.0, 0.005, 0.036) == 0.036  # a --sync-dir copy came in between
+
+
+@given(st.floats(0, 1e6), st.floats(0, 100), st.floats(0, 1), st.floats(0, 1))
+def test_the_start_margin_stays_within_its_bounds(frozen_at, trip, least, most):
+    state = replace(released_round(), frozen_at=frozen_at)
+    margin = start_margin(state, frozen_at + trip, least, most)
+    assert margin <= most and (margin >= least or least > most)

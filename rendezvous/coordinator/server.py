@@ -193,7 +193,9 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
             self._broadcast(self._message(frozen=frozen))
             self._start_watchdog()
         elif step.action is Action.RELEASE:
-            delay = self._timings.release_delay(len(state.ready))
+            timings = self._timings
+            delay = rounds.start_margin(state, time.monotonic(), timings.start_margin_min,
+                                        timings.longest_start_margin(len(state.ready)))
             log.info("all %d members ready: releasing, start in %.0f ms", len(state.ready), delay * 1e3)
             start_at = time.time_ns() + int(delay * 1e9)
             self._note(lambda board: jobs.released(board, time.monotonic() + delay))

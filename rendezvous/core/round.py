@@ -104,6 +104,7 @@ class Round:
     joined: tuple[Peer, ...] = ()
     membership: Optional[Membership] = None
     ready: frozenset[str] = field(default_factory=frozenset)
+    frozen_at: float = 0.0  # when the frozen list went out
     abort_reason: Optional[str] = None
     policy: Policy = Policy()
     # After the release: members whose command finished with 0, and when each member was
@@ -238,7 +239,8 @@ def _freeze(state: Round, now: float) -> Step:
     """Waiting peers send no heartbeats: every member counts as heard at the freeze."""
     membership = Membership.freeze(state.job, state.number, state.joined)
     heard = {p.node_id: now for p in membership.members}
-    return check_preflight(replace(state, phase=RoundPhase.FROZEN, membership=membership, heard=heard))
+    frozen = replace(state, phase=RoundPhase.FROZEN, membership=membership, heard=heard, frozen_at=now)
+    return check_preflight(frozen)
 
 
 def settle(state: Round, now: float) -> Step:
@@ -309,6 +311,14 @@ def ready(state: Round, node_id: str, digest: str, sync: Optional[SyncSummary] =
     if len(confirmed) < membership.world_size:
         return Step(state, Action.NOTHING)
     return _sync_before(state, RoundPhase.RELEASED)
+
+
+def start_margin(state: Round, now: float, least: float, most: float) -> float:
+    """Seconds from the release at `now` to the common start: time for the release to reach
+    every member. The frozen list went to every member and came back as the last Ready,
+    each member's arming included, in `now - frozen_at`; the release goes one way of that
+    trip, with less to do at the other end: the whole trip, within [`least`, `most`]."""
+    return min(max(now - state.frozen_at, least), most)
 
 
 def _reported(state: Round, node_id: str, sync: Optional[SyncSummary]) -> Mapping[str, SyncSummary]:

@@ -162,14 +162,22 @@ def add_baseline(result: dict, path: str, tolerance: float) -> bool:
     return any(c.flagged for c in changes)
 
 
-def measure_all(opts: measure.Options, workdir: Path, programs: Programs, result: dict) -> None:
-    """Measure each chosen part into `result`, noting the load average before each."""
+def measure_all(opts: measure.Options, workdir: Path, programs: Programs, result: dict) -> list[str]:
+    """Measure each chosen part into `result`, noting the load average before each; a part
+    whose measurement fails is noted as failed, and the others go on. The failed parts."""
     parts = {"startup": measure.startup, "trainer": measure.trainer, "daemon": measure.daemon,
              "failures": measure.failures}
+    failed = []
     for name in opts.parts:
         if name != "failures":
             result["load_average"]["before_part"][name] = list(os.getloadavg())
-        result[name] = parts[name](opts, workdir, programs)
+        try:
+            result[name] = parts[name](opts, workdir, programs)
+        except RoundError as e:
+            print(f"compare: a measurement of the {name} part failed: {e}", file=sys.stderr)
+            result[name] = {"available": False, "failed": str(e)}
+            failed.append(name)
+    return failed
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -207,17 +215,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "options": {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in asdict(opts).items()},
         "load_average": {"before": list(os.getloadavg()), "before_part": {}},
     }
-    code = 0
+    code, failed = 0, []
     try:
         measure.say("installing this checkout into a venv of its own, as users install it")
         programs = install(workdir)
         result["programs"] = INSTALLED_AS
-        measure_all(opts, workdir, programs, result)
+        failed = measure_all(opts, workdir, programs, result)
     except InstallError as e:
         print(f"compare: cannot install this checkout: {e}", file=sys.stderr)
-        code = EXIT_FAILED
-    except RoundError as e:
-        print(f"compare: a measurement failed: {e}", file=sys.stderr)
         code = EXIT_FAILED
     except KeyboardInterrupt:
         print("compare: interrupted", file=sys.stderr)
@@ -241,6 +246,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(json.dumps(result, indent=1))
         return EXIT_FAILED
     measure.say(f"wrote {prefix}.md and {prefix}.json")
+    if failed:
+        measure.say(f"the measurement of {', '.join(failed)} failed (the report says why)")
+        return EXIT_FAILED
     if worse:
         measure.say(f"a ratio got worse than the baseline by more than {args.tolerance:.0%}")
         return EXIT_WORSE

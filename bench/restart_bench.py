@@ -46,22 +46,29 @@ def start_node(host, job: str, expect: str, out: Path, liveness: float, settle: 
                python: str) -> subprocess.Popen:
     argv = [python, "-m", "rendezvous", "join", "--expect", expect, "--job", job,
             "--liveness-timeout", str(liveness), "--settle", str(settle), "--timeout", "120",
-            "--stop-grace", "2", "-q", "--", "sh", "-c", SCRIPT]
-    return host.popen(argv, env={**os.environ, "OUT": str(out)}, stdout=subprocess.DEVNULL,
-                      stderr=subprocess.DEVNULL, start_new_session=True)
+            "--stop-grace", "2", "--log-format", "plain", "--", "sh", "-c", SCRIPT]
+    with open(out / f"{host.name}.log", "a") as log:  # a daemon started again appends
+        return host.popen(argv, env={**os.environ, "OUT": str(out)}, stdout=log,
+                          stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def log_tails(out: Path, lines: int = 12) -> str:
+    """The end of every node's log, for an error message."""
+    return "".join(f"\n--- {log.stem}:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+                   for log in sorted(out.glob("*.log")))
 
 
 def set_link(host, state: str) -> None:
     host.run(["ip", "link", "set", host.interface, state], check=True)
 
 
-def wait_for(predicate, timeout: float = 60.0) -> float:
+def wait_for(predicate, what: str, out: Path, timeout: float = 60.0) -> float:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return time.time()
         time.sleep(0.001)
-    raise TimeoutError("the job did not get there in time")
+    raise TimeoutError(f"{what} did not happen within {timeout:g} s; the nodes' logs:{log_tails(out)}")
 
 
 def pids(out: Path, round_: int) -> dict[str, int]:
@@ -105,7 +112,8 @@ def one_run(fault: str, hosts: list, liveness: float, settle: float,
         out = Path(tmp)
         procs = [start_node(h, job, expect, out, liveness, settle, python) for h in hosts]
         try:
-            wait_for(lambda: len(pids(out, 1)) == nodes and len(starts(out, 1)) == nodes)
+            wait_for(lambda: len(pids(out, 1)) == nodes and len(starts(out, 1)) == nodes,
+                     f"every command of round 1 starting ({fault})", out)
             commands = list(pids(out, 1).values())
             victim_node = procs[-1]  # the highest address: never the coordinator
             (victim_cmd,) = [p for p in commands if parent(p) == victim_node.pid]
@@ -123,13 +131,15 @@ def one_run(fault: str, hosts: list, liveness: float, settle: float,
             elif fault in ("link-down", "lost-elastic"):
                 set_link(hosts[-1], "down")
             others = [p for p in commands if p != victim_cmd]
-            stopped = wait_for(lambda: not any(alive(p) for p in others)) - fault_at
+            stopped = wait_for(lambda: not any(alive(p) for p in others),
+                               f"the other commands stopping after the fault ({fault})", out) - fault_at
             if fault == "frozen":
                 return stopped, None
             if fault == "link-down":
                 set_link(hosts[-1], "up")
             expected = nodes - 1 if fault == "lost-elastic" else nodes
-            wait_for(lambda: len(starts(out, 2)) == expected)
+            wait_for(lambda: len(starts(out, 2)) == expected,
+                     f"{expected} commands of round 2 starting after the fault ({fault})", out)
             return stopped, max(starts(out, 2)) - fault_at
         finally:
             set_link(hosts[-1], "up")

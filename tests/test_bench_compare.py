@@ -254,6 +254,26 @@ def test_figures_are_printed_when_the_report_cannot_be_written(tmp_path, capsys,
     assert f"cannot write {out / 'report'}.md and .json" in captured.err
 
 
+def test_a_part_that_fails_is_reported_and_the_others_are_measured(tmp_path, capsys, monkeypatch):
+    def startup_fails(opts, workdir, programs):
+        raise compare.RoundError("a0 exited 1:\nrendezvous: error: something broke")
+
+    monkeypatch.setattr(compare, "install", lambda workdir: None)
+    monkeypatch.setattr(compare.measure, "startup", startup_fails)
+    monkeypatch.setattr(compare.measure, "daemon", lambda opts, workdir, programs: full_result()["daemon"])
+    code = compare.main(["compare.py", "--parts", "startup,daemon", "--output", str(tmp_path / "r")])
+    captured = capsys.readouterr()
+    assert code == compare.EXIT_FAILED
+    assert "a measurement of the startup part failed: a0 exited 1" in captured.err
+    report = (tmp_path / "r.md").read_text()
+    assert "### rendezvous vs torchrun\n\n**The measurement failed**" in report
+    assert "rendezvous: error: something broke" in report
+    assert "### What the daemon costs" in report and "| idle daemon RSS |" in report
+    saved = json.loads((tmp_path / "r.json").read_text())
+    assert saved["startup"]["failed"].startswith("a0 exited 1") and saved["daemon"] == full_result()["daemon"]
+    assert compare.main(["compare.py", "--render", str(tmp_path / "r.json")]) == 0
+
+
 def test_render_and_baseline_from_files(tmp_path, capsys):
     old, new = full_result(), full_result()
     old["startup"]["rows"][0]["ratio"] = 10.0
@@ -379,3 +399,15 @@ def test_report_of_a_run_without_torch():
     res["startup"]["rows"][0].pop("ratio_runs")
     text = markdown.render(res)
     assert "torchrun c10d" not in text and "torchrun / rendezvous" not in text
+
+
+def test_a_fault_run_that_times_out_says_what_it_waited_for_and_shows_the_logs(tmp_path):
+    import restart_bench
+
+    (tmp_path / "rdvt-1-abc-h2.log").write_text("line 1\nround 1 of job 'j' aborted: something\n")
+    with pytest.raises(TimeoutError) as exc:
+        restart_bench.wait_for(lambda: False, "3 commands of round 2 starting after the fault (link-down)",
+                               tmp_path, timeout=0.05)
+    message = str(exc.value)
+    assert message.startswith("3 commands of round 2 starting after the fault (link-down) did not happen within 0.05 s")
+    assert "--- rdvt-1-abc-h2:\nline 1\nround 1 of job 'j' aborted: something" in message

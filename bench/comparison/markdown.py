@@ -43,14 +43,9 @@ def table(header: list[str], rows: list[list[str]], right: int = 0) -> str:
 
 def render(result: Mapping) -> str:
     parts = [header(result)]
-    if "startup" in result:
-        parts.append(startup(result["startup"]))
-    if "trainer" in result:
-        parts.append(trainer(result["trainer"]))
-    if "daemon" in result:
-        parts.append(daemon(result["daemon"]))
-    if "failures" in result:
-        parts.append(failures(result["failures"]))
+    for name, draw in (("startup", startup), ("trainer", trainer), ("daemon", daemon), ("failures", failures)):
+        if name in result:
+            parts.append(failed(name, result[name]["failed"]) if "failed" in result[name] else draw(result[name]))
     targets = collect_targets(result)
     if targets:
         parts.append("### Targets\n\n" + table(
@@ -61,6 +56,15 @@ def render(result: Mapping) -> str:
     if "baseline" in result:
         parts.append(baseline(result["baseline"]))
     return "\n\n".join(parts) + "\n"
+
+
+TITLES = {"startup": "rendezvous vs torchrun", "trainer": "Hand-written TF_CONFIG vs rendezvous join",
+          "daemon": "What the daemon costs", "failures": "Failures"}
+
+
+def failed(name: str, error: str) -> str:
+    """A part whose measurement failed: what failed, and the logs that say why."""
+    return f"### {TITLES[name]}\n\n**The measurement failed**:\n\n```\n{error}\n```"
 
 
 def header(result: Mapping) -> str:
@@ -90,7 +94,7 @@ def _load(values) -> str:
 
 def startup(s: Mapping) -> str:
     text = [
-        "### rendezvous vs torchrun\n",
+        f"### {TITLES['startup']}\n",
         f"Every agent runs `sh -c 'date +%s.%N > FILE; ...'` (a fork of `date`, then a copy of its "
         f"agent's /proc stat and status). Cold: all N agents launched at once. Warm: N-1 launched, "
         f"and the last one {s.get('settle', 1):g} s after they all logged that they wait for it. "
@@ -130,7 +134,7 @@ def startup(s: Mapping) -> str:
 
 
 def trainer(t: Mapping) -> str:
-    text = ["### Hand-written TF_CONFIG vs rendezvous join\n"]
+    text = [f"### {TITLES['trainer']}\n"]
     if t.get("skipped"):
         text.append(f"*Skipped: {t['skipped']}.*")
         return "\n".join(text)
@@ -151,7 +155,7 @@ def trainer(t: Mapping) -> str:
 
 def daemon(d: Mapping) -> str:
     where = "network namespaces" if d.get("where") == "netns" else "loopback"
-    text = [f"### What the daemon costs\n\nOne `rendezvous join` in {where}, told by `NOTIFY_SOCKET` "
+    text = [f"### {TITLES['daemon']}\n\nOne `rendezvous join` in {where}, told by `NOTIFY_SOCKET` "
             "(systemd's protocol) when it is ready.\n"]
     rows = []
     if "start_to_ready" in d:
@@ -194,7 +198,7 @@ FAULTS = {
 
 
 def failures(f: Mapping) -> str:
-    text = "### Failures\n\n"
+    text = f"### {TITLES['failures']}\n\n"
     if not f.get("available"):
         return text + (f"Fault -> every command stopped, fault -> every command running again, per "
                        f"fault kind: **{f.get('reason', 'not available')}**.")

@@ -231,8 +231,11 @@ def failures(opts: Options, workdir: Path, programs: Programs) -> dict:
     with Network(FAILURE_NODES) as net:
         for fault in restart_bench.FAULTS:
             say(f"failures: {fault} x {opts.runs}")
-            runs = [restart_bench.one_run(fault, net.hosts, FAILURE_LIVENESS, opts.settle, programs.python)
-                    for _ in range(opts.runs)]
+            try:
+                runs = [restart_bench.one_run(fault, net.hosts, FAILURE_LIVENESS, opts.settle, programs.python)
+                        for _ in range(opts.runs)]
+            except TimeoutError as e:
+                raise RoundError(f"fault {fault}: {e}") from None
             running = [r[1] for r in runs if r[1] is not None]
             rows.append({
                 "fault": fault,

@@ -26,7 +26,8 @@ the report says why.
     .venv/bin/python bench/compare.py --render OLD.json --baseline OLDER.json
 
 Exit status: 0 done; 1 a ratio got worse than the baseline allows; 2 bad options or files;
-3 a measurement failed (an agent exited non-zero or timed out; its log is shown), or this
+3 a measurement failed (an agent exited non-zero or timed out; the other parts are measured
+all the same, and the report shows the failed one with the logs that say why), or this
 checkout could not be installed into the venv the agents run from (pip's output is shown),
 or the report could not be written (it is printed, and the figures with it); 130 stopped
 by Ctrl-C, SIGTERM or SIGHUP (namespaces and agents are removed first).

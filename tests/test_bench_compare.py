@@ -411,3 +411,14 @@ def test_a_fault_run_that_times_out_says_what_it_waited_for_and_shows_the_logs(t
     message = str(exc.value)
     assert message.startswith("3 commands of round 2 starting after the fault (link-down) did not happen within 0.05 s")
     assert "--- rdvt-1-abc-h2:\nline 1\nround 1 of job 'j' aborted: something" in message
+
+
+def test_the_trainer_ratio_shows_the_range_of_its_pairs_of_runs():
+    result = full_result()
+    tools = result["trainer"]["tools"]
+    tools["tf_config"]["runs"] = [{"first_step": 8.0, "total": 10.0}, {"first_step": 5.0, "total": 10.0}]
+    tools["rendezvous"]["runs"] = [{"first_step": 6.4, "total": 11.0}, {"first_step": 6.0, "total": 11.5}]
+    report = markdown.render(result)
+    assert "| rendezvous / TF_CONFIG | 1.000x (0.80-1.20) | 1.000x (1.10-1.15) |" in report
+    del tools["tf_config"]["runs"], tools["rendezvous"]["runs"]
+    assert "| rendezvous / TF_CONFIG | 1.000x | 1.000x |" in markdown.render(result)

@@ -144,13 +144,23 @@ def trainer(t: Mapping) -> str:
         f"`rendezvous join --expect 2 -- python -m trainer ...`. First step: last launch -> the "
         f"slowest worker's end of its first training batch (`timing.first_step_unix` in the "
         f"trainer's `--result-file`); total: last launch -> both exited. Runs: {t['runs']} of "
-        f"each, alternating; median (min-max).\n")
+        f"each, alternating; median (min-max). The ratio is of the two medians; in brackets the "
+        f"range of the per-run ratios (run i of one way over run i of the other).\n")
     rows = [[TOOL_NAMES[name], seconds(v["first_step"]), seconds(v["total"])]
             for name, v in t["tools"].items()]
     r = t.get("ratios", {})
-    rows.append(["rendezvous / TF_CONFIG", times(r.get("first_step"), 3), times(r.get("total"), 3)])
+    rows.append(["rendezvous / TF_CONFIG", times(r.get("first_step"), 3) + _per_run(t, "first_step"),
+                 times(r.get("total"), 3) + _per_run(t, "total")])
     text.append(table(["started with", "start -> first step", "total"], rows, right=1))
     return "\n".join(text)
+
+
+def _per_run(t: Mapping, figure: str) -> str:
+    """The range of rendezvous/TF_CONFIG over pairs of runs: how far one pair can mislead."""
+    ours, theirs = ([run[figure] for run in t["tools"].get(tool, {}).get("runs", [])]
+                    for tool in ("rendezvous", "tf_config"))
+    pairs = [a / b for a, b in zip(ours, theirs) if b > 0]
+    return f" ({min(pairs):.2f}-{max(pairs):.2f})" if len(pairs) > 1 else ""
 
 
 def daemon(d: Mapping) -> str:

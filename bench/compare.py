@@ -176,7 +176,7 @@ def measure_all(opts: measure.Options, workdir: Path, programs: Programs, result
             result[name] = parts[name](opts, workdir, programs)
         except RoundError as e:
             print(f"compare: a measurement of the {name} part failed: {e}", file=sys.stderr)
-            result[name] = {"available": False, "failed": str(e)}
+            result[name] = {"failed": str(e)}
             failed.append(name)
     return failed
 

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 import compare  # noqa: E402
 from comparison import markdown  # noqa: E402
-from comparison.agents import rendezvous_argv, record_command, settled_marker, torchrun_argv  # noqa: E402
+from comparison.agents import TRAINER_STARTED, rendezvous_argv, record_command, settled_marker, torchrun_argv  # noqa: E402
 from comparison.figures import (  # noqa: E402
     FigureError,
     Round,
@@ -31,6 +31,7 @@ from comparison.figures import (  # noqa: E402
     parse_status_kib,
     ratio,
     summarize_rounds,
+    summarize_trainer,
 )
 from comparison.machine import first_line_value  # noqa: E402
 from comparison.places import hosts_file  # noqa: E402
@@ -312,6 +313,19 @@ def test_every_agent_runs_a_fork_of_date(tmp_path):
     assert "sleep 3" in record_command(tmp_path / "a0", 3)[2]
 
 
+def test_the_trainer_is_started_through_a_shell_that_records_the_moment_and_execs_it(tmp_path):
+    import subprocess
+    import time
+
+    before = time.time()
+    out = subprocess.run(["/bin/sh", "-c", TRAINER_STARTED, str(tmp_path / "w0.start"),
+                          "/bin/sh", "-c", 'echo "$0 $1"', "one", "two"], capture_output=True, text=True)
+    assert (out.returncode, out.stdout) == (0, "one two\n")  # the arguments reach the command as given
+    assert before <= parse_start((tmp_path / "w0.start").read_text()) <= time.time()
+    missing = subprocess.run(["/bin/sh", "-c", TRAINER_STARTED, str(tmp_path / "no" / "w0.start"), "true"])
+    assert missing.returncode != 0  # a start that cannot be recorded runs nothing
+
+
 def test_agent_command_lines():
     rdv = rendezvous_argv("/venv/bin/rendezvous", 4, "cmp-1", "127.0.0.3", ["/bin/sh", "-c", "x"], 60)
     assert rdv[:2] == ["/venv/bin/rendezvous", "join"]
@@ -422,3 +436,45 @@ def test_the_trainer_ratio_shows_the_range_of_its_pairs_of_runs():
     assert "| rendezvous / TF_CONFIG | 1.000x (0.80-1.20) | 1.000x (1.10-1.15) |" in report
     del tools["tf_config"]["runs"], tools["rendezvous"]["runs"]
     assert "| rendezvous / TF_CONFIG | 1.000x | 1.000x |" in markdown.render(result)
+
+
+def trainer_runs():
+    return {
+        "tf_config": [{"started": 0.005, "first_step": 6.0, "total": 9.0},
+                      {"started": 0.007, "first_step": 7.0, "total": 10.0},
+                      {"started": 0.006, "first_step": 8.0, "total": 11.0}],
+        "rendezvous": [{"started": 0.16, "first_step": 7.5, "total": 10.0},
+                       {"started": 0.21, "first_step": 6.2, "total": 10.4},
+                       {"started": 0.18, "first_step": 7.1, "total": 10.2}],
+    }
+
+
+def test_the_trainer_part_tells_what_rendezvous_adds_before_the_trainer_starts():
+    t = summarize_trainer(trainer_runs())
+    ours, theirs = t["tools"]["rendezvous"], t["tools"]["tf_config"]
+    assert ours["started"] == {"n": 3, "median": 0.18, "low": 0.16, "high": 0.21}
+    assert ours["trainer"]["median"] == pytest.approx(6.92)  # TensorFlow's own part: first step - started
+    assert [r["trainer"] for r in theirs["runs"]] == pytest.approx([5.995, 6.993, 7.994])
+    assert t["ratios"]["first_step"] == pytest.approx(7.1 / 7.0)
+    assert t["ratios"]["trainer"] == pytest.approx(6.92 / 6.993)
+    assert t["ratios"]["total"] == pytest.approx(10.2 / 10.0)
+    assert t["added"]["seconds"] == pytest.approx(0.174)
+    assert t["added"]["share"] == pytest.approx(0.174 / 7.0)
+
+
+def test_the_report_shows_the_trainer_start_and_the_target_from_it():
+    result = full_result()
+    result["trainer"] = {"args": ["python", "-m", "trainer"], "runs": 3, "warm_up": 1, **summarize_trainer(trainer_runs())}
+    text = markdown.render(result)
+    assert "Runs: 3 of each, alternating, after 1 unmeasured each way;" in text
+    assert ("| started with | launch -> trainer started | trainer started -> first step | launch -> first step "
+            "| total |") in text
+    assert "the last worker's trainer started; first step: last launch" in text
+    assert "| rendezvous join | 0.180 s (0.160-0.210) | 6.92 s (5.99-7.34) | 7.10 s (6.20-7.50) |" in text
+    assert "| rendezvous / TF_CONFIG | - | 0.990x (0.86-1.22) | 1.014x (0.89-1.25) | 1.020x (0.93-1.11) |" in text
+    assert "rendezvous starts the trainer 0.174 s later than a hand-written TF_CONFIG does" in text
+    assert ": 2.5% of the hand-written first step" in text
+    assert "| the same, from the time added before the trainer starts | 1.02x | under 1.05x | yes |" in text
+    old = full_result()  # a result from before the trainer's start was recorded renders as it did
+    assert "launch -> trainer started" not in markdown.render(old)
+    assert "unmeasured" not in markdown.render(old) and "`--result-file`); total" in markdown.render(old)

@@ -26,6 +26,9 @@ from .install import REPO, Programs
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
+# What the trainer is started through, in both ways: the moment it starts, then the trainer.
+TRAINER_STARTED = 'date +%s.%N > "$0" && exec "$@"'
+
 RECORD = 'date +%s.%N > "$0.start"; cat /proc/$PPID/stat > "$0.stat"; cat /proc/$PPID/status > "$0.status"'
 
 
@@ -282,9 +285,10 @@ def trainer_round(tool: str, workdir: Path, programs: Programs, trainer_args: Se
                   timeout: float = 600) -> dict:
     """Two trainer workers on loopback, with a TF_CONFIG written here or through `rendezvous join`.
 
-    Returns seconds from the last launch to the slowest worker's first training step (the end
-    of its first batch, `timing.first_step_unix` in the trainer's --result-file) and to the
-    exit of both."""
+    Returns seconds from the last launch to the last worker's trainer started (a shell that
+    forks `date` and execs the trainer: rendezvous's share, the daemon's start and the
+    rendezvous), to the slowest worker's first training step (the end of its first batch,
+    `timing.first_step_unix` in the trainer's --result-file) and to the exit of both."""
     tag = secrets.token_hex(4)
     out = workdir / f"trainer-{tool}-{tag}"
     out.mkdir(parents=True)
@@ -295,7 +299,8 @@ def trainer_round(tool: str, workdir: Path, programs: Programs, trainer_args: Se
     with Started() as started:
         launched = 0.0
         for i in range(2):
-            trainer = [programs.python, "-m", "trainer", *trainer_args, "--result-file", str(results[i])]
+            trainer = ["/bin/sh", "-c", TRAINER_STARTED, str(out / f"w{i}.start"),
+                       programs.python, "-m", "trainer", *trainer_args, "--result-file", str(results[i])]
             worker_env = dict(env)
             if tool == "tf_config":
                 worker_env["TF_CONFIG"] = json.dumps({
@@ -313,4 +318,8 @@ def trainer_round(tool: str, workdir: Path, programs: Programs, trainer_args: Se
         first = max(json.loads(r.read_text())["timing"]["first_step_unix"] for r in results)
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise RoundError(f"the trainer's --result-file cannot be read: {e}") from None
-    return {"first_step": first - launched, "total": ended - launched}
+    try:
+        started = max(parse_start((out / f"w{i}.start").read_text()) for i in range(2))
+    except (OSError, FigureError) as e:
+        raise RoundError(f"the trainer's start was not recorded: {e}") from None
+    return {"started": started - launched, "first_step": first - launched, "total": ended - launched}

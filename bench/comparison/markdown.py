@@ -138,20 +138,36 @@ def trainer(t: Mapping) -> str:
     if t.get("skipped"):
         text.append(f"*Skipped: {t['skipped']}.*")
         return "\n".join(text)
+    has_started = all("started" in v for v in t["tools"].values())
     text.append(
         f"Two workers of `{' '.join(t['args'])}` on loopback (127.0.0.2 and .3), launched at "
         f"once, either each with its TF_CONFIG written by the benchmark, or each through "
-        f"`rendezvous join --expect 2 -- python -m trainer ...`. First step: last launch -> the "
-        f"slowest worker's end of its first training batch (`timing.first_step_unix` in the "
-        f"trainer's `--result-file`); total: last launch -> both exited. Runs: {t['runs']} of "
-        f"each, alternating; median (min-max). The ratio is of the two medians; in brackets the "
-        f"range of the per-run ratios (run i of one way over run i of the other).\n")
-    rows = [[TOOL_NAMES[name], seconds(v["first_step"]), seconds(v["total"])]
+        f"`rendezvous join --expect 2 -- python -m trainer ...`. "
+        + ("Both ways start the trainer through a shell that records the moment (`date`) and "
+           "execs it. Trainer started: last launch -> the last worker's trainer started; first "
+           if has_started else "First ")
+        + f"step: last launch -> the slowest worker's end of its first training batch "
+        f"(`timing.first_step_unix` in the trainer's `--result-file`); total: last launch -> "
+        f"both exited. Runs: {t['runs']} of each, alternating"
+        + (f", after {t['warm_up']} unmeasured each way" if t.get("warm_up") else "")
+        + "; median (min-max). The ratio is of the two medians; in brackets the range of the "
+        "per-run ratios (run i of one way over run i of the other).\n")
+    figures = ["started", "trainer", "first_step", "total"] if has_started else ["first_step", "total"]
+    labels = {"started": "launch -> trainer started", "trainer": "trainer started -> first step",
+              "first_step": "launch -> first step", "total": "total"}
+    rows = [[TOOL_NAMES[name], *(seconds(v[f], 3 if f == "started" else 2) for f in figures)]
             for name, v in t["tools"].items()]
     r = t.get("ratios", {})
-    rows.append(["rendezvous / TF_CONFIG", times(r.get("first_step"), 3) + _per_run(t, "first_step"),
-                 times(r.get("total"), 3) + _per_run(t, "total")])
-    text.append(table(["started with", "start -> first step", "total"], rows, right=1))
+    rows.append(["rendezvous / TF_CONFIG", *("-" if f == "started" else times(r.get(f), 3) + _per_run(t, f)
+                                            for f in figures)])
+    text.append(table(["started with", *(labels[f] for f in figures)], rows, right=1))
+    added = t.get("added")
+    if added:
+        text.append(
+            f"\nrendezvous starts the trainer {added['seconds']:.3f} s later than a hand-written "
+            f"TF_CONFIG does (the daemon's start and the rendezvous): {added['share'] * 100:.1f}% "
+            f"of the hand-written first step. The rest of the first step is TensorFlow's own start "
+            f"(trainer started -> first step), in which rendezvous takes no part.")
     return "\n".join(text)
 
 

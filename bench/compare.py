@@ -4,7 +4,8 @@
              namespaces, N agents each starting a fork of `date`: last launch -> every command
              started, start skew, agent CPU and RSS; cold (all at once) and warm (N-1 waiting).
 2. trainer   the bundled trainer on 2 workers with a hand-written TF_CONFIG vs through
-             `rendezvous join`: start -> first training step, and total time.
+             `rendezvous join`: start -> trainer started (what rendezvous adds), -> first
+             training step, and total time; after one run each way not counted.
 3. daemon    launch -> ready, CPU and RSS while idle, RSS during a job, and each daemon's CPU
              seconds from start to release for N = 2..64 daemons in namespaces.
 4. failures  fault -> every command stopped / running again, per fault kind, 3 nodes in
@@ -83,7 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cost-sizes", help="daemon counts for CPU at release (default 2,4,8,16,32,64; --quick 2,4)")
     p.add_argument("--cost-runs", type=int, help="runs for start -> ready and each cost size (default 3; --quick 1)")
     p.add_argument("--idle-seconds", type=float, help="idle CPU measured over this long (default 60; --quick 5)")
-    p.add_argument("--trainer-runs", type=int, help="runs per way of starting the trainer (default 5; --quick 1)")
+    p.add_argument("--trainer-runs", type=int,
+                   help="runs per way of starting the trainer (default 5; --quick 1); with more "
+                        "than 1, one more run each way comes first and is not counted")
     p.add_argument("--trainer-args", default=" ".join(measure.DEFAULT_TRAINER_ARGS),
                    help="options of `python -m trainer` (default %(default)r)")
     p.add_argument("--settle", type=float, default=1.0,

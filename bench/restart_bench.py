@@ -34,6 +34,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from netns import Network, stop_on_sigterm  # noqa: E402
 
+from comparison.agents import tail  # noqa: E402
+
 SCRIPT = (
     'date +%s.%N > "$OUT/$RENDEZVOUS_NODE_ID-$RENDEZVOUS_ROUND.start"; '
     'echo $$ > "$OUT/$RENDEZVOUS_NODE_ID-$RENDEZVOUS_ROUND.pid"; '
@@ -54,8 +56,7 @@ def start_node(host, job: str, expect: str, out: Path, liveness: float, settle: 
 
 def log_tails(out: Path, lines: int = 12) -> str:
     """The end of every node's log, for an error message."""
-    return "".join(f"\n--- {log.stem}:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
-                   for log in sorted(out.glob("*.log")))
+    return "".join(f"\n--- {log.stem}:\n{tail(log, lines)}" for log in sorted(out.glob("*.log")))
 
 
 def set_link(host, state: str) -> None:

@@ -475,6 +475,6 @@ def test_the_report_shows_the_trainer_start_and_the_target_from_it():
     assert "rendezvous starts the trainer 0.174 s later than a hand-written TF_CONFIG does" in text
     assert ": 2.5% of the hand-written first step" in text
     assert "| the same, from the time added before the trainer starts | 1.02x | under 1.05x | yes |" in text
-    old = full_result()  # a result from before the trainer's start was recorded renders as it did
-    assert "launch -> trainer started" not in markdown.render(old)
-    assert "unmeasured" not in markdown.render(old) and "`--result-file`); total" in markdown.render(old)
+    old = markdown.render(full_result())  # a result from before the trainer's start was recorded renders as it did
+    assert "launch -> trainer started" not in old
+    assert "unmeasured" not in old and "`--result-file`); total" in old

@@ -56,6 +56,7 @@ from comparison.machine import describe_machine, versions
 from comparison.places import stop_on_sigterm
 
 BENCH = Path(__file__).resolve().parent
+#: The parts in the order they are measured, each by the function of its name in comparison.measure.
 PARTS = ("startup", "trainer", "daemon", "failures")
 HOSTS = ("loopback", "netns")
 MODES = ("cold", "warm")
@@ -169,14 +170,12 @@ def add_baseline(result: dict, path: str, tolerance: float) -> bool:
 def measure_all(opts: measure.Options, workdir: Path, programs: Programs, result: dict) -> list[str]:
     """Measure each chosen part into `result`, noting the load average before each; a part
     whose measurement fails is noted as failed, and the others go on. The failed parts."""
-    parts = {"startup": measure.startup, "trainer": measure.trainer, "daemon": measure.daemon,
-             "failures": measure.failures}
     failed = []
     for name in opts.parts:
         if name != "failures":
             result["load_average"]["before_part"][name] = list(os.getloadavg())
         try:
-            result[name] = parts[name](opts, workdir, programs)
+            result[name] = getattr(measure, name)(opts, workdir, programs)
         except RoundError as e:
             print(f"compare: a measurement of the {name} part failed: {e}", file=sys.stderr)
             result[name] = {"failed": str(e)}

@@ -130,18 +130,21 @@ def startup_row(where, mode, n, r):
     return {"where": where, "mode": mode, "n": n, "ratio": r, "tools": {}}
 
 
-def result(startup=(), first_step=None, total=None, idle=None):
+def result(startup=(), first_step=None, total=None, idle=None, added_share=None):
     out = {"schema": 1, "startup": {"rows": list(startup)},
            "trainer": {"ratios": {"first_step": first_step, "total": total}}}
+    if added_share is not None:
+        out["trainer"]["added"] = {"seconds": 0.1, "share": added_share}
     if idle:
         out["daemon"] = {"idle": idle}
     return out
 
 
 def test_ratios_have_stable_keys():
-    res = result([startup_row("netns", "warm", 8, 11.0)], first_step=1.03, total=None)
+    res = result([startup_row("netns", "warm", 8, 11.0)], first_step=1.03, total=None, added_share=0.02)
     got = {r.key: (r.value, r.better) for r in collect_ratios(res)}
-    assert got == {"startup.netns.warm.n8": (11.0, "higher"), "trainer.first_step": (1.03, "lower")}
+    assert got == {"startup.netns.warm.n8": (11.0, "higher"), "trainer.first_step": (1.03, "lower"),
+                   "trainer.added": (1.02, "lower")}
 
 
 def test_targets_from_the_issue():
@@ -160,15 +163,16 @@ def test_targets_from_the_issue():
 
 def test_baseline_flags_a_ratio_more_than_20_percent_worse():
     old = result([startup_row("netns", "cold", 2, 10.0), startup_row("netns", "cold", 8, 10.0)],
-                 first_step=1.00, total=1.00)
+                 first_step=1.00, total=1.00, added_share=0.02)
     new = result([startup_row("netns", "cold", 2, 8.4), startup_row("netns", "cold", 8, 8.2)],
-                 first_step=1.25, total=1.19)
+                 first_step=1.25, total=1.19, added_share=0.25)
     changes = {c.key: c for c in compare_with_baseline(new, old)}
     assert not changes["startup.netns.cold.n2"].flagged  # 10 -> 8.4: worse by 1.19
     assert changes["startup.netns.cold.n8"].flagged  # 10 -> 8.2: worse by 1.22
     assert changes["startup.netns.cold.n8"].worse_by == pytest.approx(10 / 8.2)
     assert changes["trainer.first_step"].flagged  # lower is better: 1.00 -> 1.25
     assert not changes["trainer.total"].flagged
+    assert changes["trainer.added"].flagged  # 1.02 -> 1.25: worse by 1.23
 
 
 def test_baseline_better_is_never_flagged_and_missing_ratios_are_listed():
@@ -188,6 +192,10 @@ def test_baseline_tolerance_is_a_factor():
 
 
 # -- options ---------------------------------------------------------------------------------
+
+
+def test_every_part_has_its_measurement():
+    assert all(callable(getattr(compare.measure, name)) for name in compare.PARTS)
 
 
 def test_sizes_and_choices():

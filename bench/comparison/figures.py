@@ -222,7 +222,21 @@ def collect_ratios(result: Mapping) -> list[Ratio]:
         value = trainer.get("ratios", {}).get(name)
         if value is not None:
             found.append(Ratio(f"trainer.{name}", f"rendezvous / TF_CONFIG, {label}", value, LOWER))
+    added = added_ratio(trainer)
+    if added is not None:
+        found.append(Ratio("trainer.added", f"rendezvous / TF_CONFIG, {ADDED_LABEL}", added, LOWER))
     return found
+
+
+#: The first step's ratio read from what rendezvous adds before the trainer starts.
+ADDED_LABEL = "start -> first step, from the time added before the trainer starts"
+
+
+def added_ratio(trainer: Mapping) -> Optional[float]:
+    """1 + what rendezvous adds before the trainer starts, as a share of the hand-written
+    first step: the first step's ratio without the noise of two TensorFlow starts."""
+    added = trainer.get("added")
+    return None if added is None else 1 + added["share"]
 
 
 @dataclass(frozen=True)
@@ -258,9 +272,9 @@ def collect_targets(result: Mapping) -> list[Target]:
     if first is not None:
         targets.append(Target("rendezvous / TF_CONFIG, start -> first step", first,
                               FIRST_STEP_TARGET, at_least=False, unit="x"))
-    added = result.get("trainer", {}).get("added")
-    if added is not None:  # the same ratio from what rendezvous adds before TensorFlow starts
-        targets.append(Target("the same, from the time added before the trainer starts", 1 + added["share"],
+    added = added_ratio(result.get("trainer", {}))
+    if added is not None:
+        targets.append(Target("the same, from the time added before the trainer starts", added,
                               FIRST_STEP_TARGET, at_least=False, unit="x"))
     idle = result.get("daemon", {}).get("idle")
     if idle:

@@ -23,7 +23,7 @@ from .core import member as machine
 from .core.advert import Phase
 from .core.manifest import PreviousChief, SyncSummary
 from .core.member import Member, MemberAction, MemberEvent, RoundEnd, SyncFrom
-from .core.round import ROUND_FAILED
+from .core.round import ROUND_FAILED, paused
 from .core.peer import Peer
 from .core.progress import VARIABLE as PROGRESS_VARIABLE
 from .core.progress import Progress
@@ -203,9 +203,14 @@ class Joiner:
                 self._res.view_changed.clear()
                 changed = asyncio.ensure_future(self._res.view_changed.wait())
                 waiting = {receive, changed} | ({exited} if exited and not exited.done() else set())
-                await asyncio.wait(waiting, timeout=self._poll(view, exited), return_when=asyncio.FIRST_COMPLETED)
+                poll, asked = self._poll(view, exited), time.monotonic()
+                await asyncio.wait(waiting, timeout=poll, return_when=asyncio.FIRST_COMPLETED)
                 changed.cancel()
                 now = time.monotonic()
+                if poll is not None and paused(asked + poll, now, self._interval):
+                    log.warning("this node did not run for %.1f s (starved of CPU or stopped): "
+                                "the coordinator counts as heard now", now - asked - poll)
+                    heard = max(heard, now)  # what it sent meanwhile may not be read yet
                 while receive.done():
                     try:
                         yield receive.result()

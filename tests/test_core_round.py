@@ -498,7 +498,7 @@ def test_joins_with_leaves_before_the_freeze_still_freeze_the_sorted_remaining(p
 # after the release: liveness, exit codes, completion, restarts
 # --------------------------------------------------------------------------
 
-from rendezvous.core.round import ROUND_FAILED, Policy, check_liveness, finished, heard, newer  # noqa: E402
+from rendezvous.core.round import ROUND_FAILED, Policy, check_liveness, finished, heard, newer, paused, resumed  # noqa: E402
 
 
 def released_with(policy: Policy) -> Round:
@@ -574,6 +574,26 @@ def test_liveness_spares_the_coordinators_own_member():
     state = heard(heard(state, "bbbbbbbb", 104.0), "cccccccc", 104.0)
     assert check_liveness(state, 106.0, 5.0, coordinator=A.node_id).action is Action.NOTHING
     assert check_liveness(state, 106.0, 5.0).action is Action.ABORT
+
+
+def test_a_coordinator_that_woke_late_was_paused_itself():
+    assert not paused(deadline=10.0, now=10.9, allowance=1.0)
+    assert not paused(deadline=10.0, now=11.0, allowance=1.0)
+    assert paused(deadline=10.0, now=11.01, allowance=1.0)
+
+
+def test_after_a_pause_every_member_counts_as_heard_and_the_silent_one_gets_a_full_timeout():
+    state = released_round()
+    for p in (A, B, C):
+        state = heard(state, p.node_id, 100.0)
+    state = heard(state, "aaaaaaaa", 107.0)  # a later time stays as it is
+    assert check_liveness(state, 108.0, 5.0).action is Action.ABORT  # what it would say unpaused
+    state = resumed(state, 108.0)
+    assert state.heard == {"aaaaaaaa": 108.0, "bbbbbbbb": 108.0, "cccccccc": 108.0}
+    assert check_liveness(state, 113.0, 5.0).action is Action.NOTHING
+    state = heard(heard(state, "aaaaaaaa", 112.0), "cccccccc", 112.0)
+    step = check_liveness(state, 113.5, 5.0)
+    assert step.action is Action.ABORT and "10.0.0.10 (bbbbbbbb): not heard from for 5.5 s" in step.state.abort_reason
 
 
 def test_every_member_counts_as_heard_at_the_freeze_as_waiting_peers_send_no_heartbeats():

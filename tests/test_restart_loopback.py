@@ -96,6 +96,24 @@ def test_the_coordinators_own_member_needs_no_heartbeats_to_stay_in_the_round(tm
     assert "not heard from" not in peer.log, peer.log
 
 
+def test_a_coordinator_that_did_not_run_for_a_while_does_not_blame_its_members(tmp_path, job):
+    """SIGSTOP of the coordinator's daemon for longer than its liveness timeout (2.5 s), while
+    its members would wait 6 s for it (and send a heartbeat every 1.2 s): thawed, it finds
+    that it was the one not running, counts the members as heard, reads the heartbeats they
+    sent meanwhile, and the round completes."""
+    coordinator = start(tmp_path, job, "sleep:8", ADDRESSES[0], options=["--liveness-timeout", "2.5"])
+    patient = ["--liveness-timeout", "6", "--timings", "keepalive=10,end-grace=0.5"]
+    members = [start(tmp_path, job, "sleep:8", a, options=patient) for a in ADDRESSES[1:]]
+    wait_for_starts(tmp_path, 1, 3)
+    coordinator.proc.send_signal(signal.SIGSTOP)
+    time.sleep(4)
+    coordinator.proc.send_signal(signal.SIGCONT)
+    for peer in [coordinator, *members]:
+        assert peer.wait() == 0, peer.log
+    assert "did not run for" in coordinator.log and "not heard from" not in coordinator.log, coordinator.log
+    assert starts(tmp_path, 2) == []
+
+
 def test_a_stopped_command_counts_as_failed_and_the_round_restarts(tmp_path, job):
     peers = [start(tmp_path, job, "hang-first-round", a) for a in ADDRESSES]
     first = wait_for_starts(tmp_path, 1, 3)
@@ -131,7 +149,7 @@ def test_a_killed_daemon_takes_its_command_along_and_its_restart_joins_the_next_
 def test_a_frozen_daemon_fails_the_round_and_rejoins_when_it_thaws(tmp_path, job):
     """SIGSTOP of a member's daemon (as a cut link looks to the others): the coordinator
     hears nothing for the liveness timeout and ends the round; the frozen node, thawed,
-    finds it heard nothing either, stops its command and joins the next round."""
+    finds that it was the one not running, stops its command and joins the next round."""
     peers = [start(tmp_path, job, "hang-first-round", a) for a in ADDRESSES]
     first = wait_for_starts(tmp_path, 1, 3)
     peers[2].proc.send_signal(signal.SIGSTOP)
@@ -146,6 +164,7 @@ def test_a_frozen_daemon_fails_the_round_and_rejoins_when_it_thaws(tmp_path, job
     # the frozen node is named
     assert "round 1 ended" in peers[0].log and f"{ADDRESSES[2]} (" in peers[0].log, peers[0].log
     assert len(wait_for_starts(tmp_path, 2, 3)) == 3
+    assert "did not run for" in peers[2].log, peers[2].log  # and so did not blame the coordinator
 
 
 # -- elastic size ---------------------------------------------------------------------------

@@ -462,8 +462,14 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         """Ends the round when a member goes silent; runs from the freeze to the round's
         end, while anyone is joined."""
         while self._outboxes and self.round.running:
+            deadline = time.monotonic() + self.heartbeat_interval
             await asyncio.sleep(self.heartbeat_interval)
-            self._apply(rounds.check_liveness(self.round, time.monotonic(), self._liveness, self._me.node_id))
+            now = time.monotonic()
+            if rounds.paused(deadline, now, self.heartbeat_interval):
+                log.warning("this node did not run for %.1f s (starved of CPU or stopped): "
+                            "the members count as heard now", now - deadline)
+                self.round = rounds.resumed(self.round, now)
+            self._apply(rounds.check_liveness(self.round, now, self._liveness, self._me.node_id))
             self._check_stragglers()
 
     async def Status(self, request: pb.StatusRequest, context: grpc.aio.ServicerContext) -> pb.StatusResponse:  # noqa: N802

@@ -411,6 +411,20 @@ def heard(state: Round, node_id: str, now: float) -> Round:
     return replace(state, heard={**state.heard, node_id: now})
 
 
+def paused(deadline: float, now: float, allowance: float) -> bool:
+    """Whether a process that slept until `deadline` woke more than `allowance` late, at
+    `now`: it did not run meanwhile (starved of CPU, stopped, its machine suspended), and
+    what its peers sent in that time may still wait unread. Their silence is then its own."""
+    return now - deadline > allowance
+
+
+def resumed(state: Round, now: float) -> Round:
+    """The coordinator ran again after a pause (`paused`): every member counts as heard
+    `now`, so that a member is judged by what it sends from here on, not by messages the
+    coordinator has not read yet."""
+    return replace(state, heard={node_id: max(last, now) for node_id, last in state.heard.items()})
+
+
 def finished(
     state: Round, node_id: str, exit_code: int, reason: str = "", sync: Optional[SyncSummary] = None
 ) -> Step:

@@ -151,6 +151,17 @@ def test_join_streams_of_junk_end_with_a_status_code(open_server, token_server, 
         assert raw_join(server, sequence) is not grpc.StatusCode.UNKNOWN
 
 
+def test_a_join_stream_that_ends_before_its_join_is_no_warning_and_one_that_starts_otherwise_is_refused(
+    open_server, caplog
+):
+    # a peer that learns of a lower one closes the stream it just opened: nothing to warn of
+    with caplog.at_level("WARNING"):
+        assert raw_join(open_server, []) is grpc.StatusCode.CANCELLED
+    assert "did not start with a join" not in caplog.text
+    heartbeat = pb.PeerMessage(header=pb.Header(protocol_version=1, job=JOB), heartbeat=pb.Heartbeat())
+    assert raw_join(open_server, [heartbeat.SerializeToString()]) is grpc.StatusCode.INVALID_ARGUMENT
+
+
 callers = st.builds(
     pb.AdvertRecord,
     address=st.sampled_from(["127.0.0.1", "127.0.0.9", "10.0.0.1", "::1", "", "host"]),

@@ -350,7 +350,10 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
     async def _read_first(self, context: grpc.aio.ServicerContext, source: str) -> pb.PeerMessage:
         """The stream's first message, a join, within the handshake time."""
         message = await self._read_within(context, source)
-        if message is grpc.aio.EOF or message.WhichOneof("body") != "join":
+        if message is grpc.aio.EOF:  # a peer that learned of a lower one before it sent its join
+            log.debug("a Join stream from %s ended before its join", source)
+            await context.abort(grpc.StatusCode.CANCELLED, "the stream ended before its join")
+        if message.WhichOneof("body") != "join":
             self._warnings.warn("first", source, "refused a Join stream from %s: it did not start with a join", source)
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "first message must be a join")
         return message

@@ -206,6 +206,17 @@ class Ratio:
     better: str
 
 
+#: The first step's ratio read from what rendezvous adds before the trainer starts.
+ADDED_LABEL = "start -> first step, from the time added before the trainer starts"
+
+
+def added_ratio(trainer: Mapping) -> Optional[float]:
+    """1 + what rendezvous adds before the trainer starts, as a share of the hand-written
+    first step: the first step's ratio without the noise of two TensorFlow starts."""
+    added = trainer.get("added")
+    return None if added is None else 1 + added["share"]
+
+
 def collect_ratios(result: Mapping) -> list[Ratio]:
     """Every ratio a result holds, with a key that stays the same from run to run."""
     found: list[Ratio] = []
@@ -226,17 +237,6 @@ def collect_ratios(result: Mapping) -> list[Ratio]:
     if added is not None:
         found.append(Ratio("trainer.added", f"rendezvous / TF_CONFIG, {ADDED_LABEL}", added, LOWER))
     return found
-
-
-#: The first step's ratio read from what rendezvous adds before the trainer starts.
-ADDED_LABEL = "start -> first step, from the time added before the trainer starts"
-
-
-def added_ratio(trainer: Mapping) -> Optional[float]:
-    """1 + what rendezvous adds before the trainer starts, as a share of the hand-written
-    first step: the first step's ratio without the noise of two TensorFlow starts."""
-    added = trainer.get("added")
-    return None if added is None else 1 + added["share"]
 
 
 @dataclass(frozen=True)

@@ -468,7 +468,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("liveness_timeout", Kind.SECONDS, _positive_seconds_problem, 5.0, group="launch",
            metavar="SECONDS",
            help="a node not heard from this long while the commands run (frozen, cut off), or a "
-                "command stopped this long, fails the round (default: 5)"),
+                "command stopped this long, fails the round; the coordinator's value rules every "
+                "member of the round (default: 5)"),
     Option("same_file", Kind.LIST, _paths_problem, (), group="preflight", metavar="PATH",
            help="a file that must be the same on every node, e.g. the training script: the job "
                 "is refused when its SHA-256 differs (repeatable)"),

@@ -68,11 +68,7 @@ class Joiner:
         self._progressed = asyncio.Event()
         self._sender: Optional[asyncio.Task] = None
         timings = config.timings
-        self.state = Member(res.me, timings.suspect_after)
-
-    @property
-    def _interval(self) -> float:
-        return self._config.liveness_timeout / 5
+        self.state = Member(res.me, timings.suspect_after, liveness_timeout=config.liveness_timeout)
 
     async def rendezvous(self) -> Optional[RoundEnd]:
         """Join until the command starts (None), or the round ends before (its end).
@@ -166,10 +162,10 @@ class Joiner:
         # A frozen coordinator accepts the connection and then says nothing: gRPC would
         # wait for its HTTP/2 handshake for 20 s.
         join = asyncio.ensure_future(session.join())
-        await asyncio.wait({join}, timeout=self._config.liveness_timeout)
+        await asyncio.wait({join}, timeout=self.state.liveness_timeout)
         if not join.done():
             join.cancel()
-            yield machine.Lost(f"{session.endpoint} did not take the join within {self._config.liveness_timeout:g} s")
+            yield machine.Lost(f"{session.endpoint} did not take the join within {self.state.liveness_timeout:g} s")
             return
         try:
             join.result()
@@ -185,7 +181,7 @@ class Joiner:
         peer is HTTP/2 keepalive's to drop); a failure shows up on the read side."""
         try:
             while True:
-                await asyncio.sleep(self._interval)
+                await asyncio.sleep(self.state.heartbeat_interval)
                 await session.heartbeat()
         except SessionLost:
             pass
@@ -207,7 +203,7 @@ class Joiner:
                 await asyncio.wait(waiting, timeout=poll, return_when=asyncio.FIRST_COMPLETED)
                 changed.cancel()
                 now = time.monotonic()
-                if poll is not None and paused(asked + poll, now, self._interval):
+                if poll is not None and paused(asked + poll, now, self.state.heartbeat_interval):
                     log.warning("this node did not run for %.1f s (starved of CPU or stopped): "
                                 "the coordinator counts as heard now", now - asked - poll)
                     heard = max(heard, now)  # what it sent meanwhile may not be read yet
@@ -230,7 +226,7 @@ class Joiner:
                     exited = None
                 elif exited is not None:
                     stopped_since = self._launcher.stopped_since(stopped_since, now)
-                    if stopped_since is not None and now - stopped_since > self._config.liveness_timeout:
+                    if stopped_since is not None and now - stopped_since > self.state.liveness_timeout:
                         yield machine.CommandExited(ROUND_FAILED, f"command stopped (SIGSTOP) for {now - stopped_since:.1f} s")
                         exited = None
         finally:
@@ -240,7 +236,7 @@ class Joiner:
         """Whether the coordinator has been silent too long: it sends heartbeats from the
         freeze on, except to its own member; before, HTTP/2 keepalive ends a dead stream."""
         frozen = self.state.frozen and not self.state.joined_to_self
-        return frozen and seconds > self._config.liveness_timeout
+        return frozen and seconds > self.state.liveness_timeout
 
     def _poll(self, view: PeerView, exited: Optional[asyncio.Future]) -> Optional[float]:
         """How long `_events` may sleep when nothing happens: the coordinator's silence and
@@ -248,7 +244,7 @@ class Joiner:
         runs has neither, and wakes only when a suspicion lapses."""
         if self.state.joined_to_self and exited is None:
             return view.next_lapse(time.monotonic())
-        return self._interval
+        return self.state.heartbeat_interval
 
     async def _confirm(self, membership: Membership) -> None:
         """Arm the command with its environment, then confirm the list by its digest."""
@@ -264,6 +260,9 @@ class Joiner:
             membership.round, membership.rank_of(node_id), membership.world_size,
             membership.coordinator.describe(), env["TF_CONFIG"],
         )
+        if self.state.liveness_timeout != self._config.liveness_timeout:
+            log.info("the coordinator's liveness timeout of %g s rules this round (this node's: %g s)",
+                     self.state.liveness_timeout, self._config.liveness_timeout)
         await self._launcher.arm(self._config.command, env)
         self._enter(Phase.FROZEN, membership)
         summary = await self._scan()

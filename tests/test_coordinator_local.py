@@ -15,7 +15,7 @@ from rendezvous.coordinator import CoordinatorService, JoinSession
 from rendezvous.coordinator.client import SessionLost, Untrusted
 from rendezvous.coordinator.local import LocalCall
 from rendezvous.core.auth import derive_keys
-from rendezvous.core.member import Frozen, Released, Waiting
+from rendezvous.core.member import Aborted, Frozen, Released, Waiting
 from rendezvous.core.peer import Peer
 from rendezvous.core.size import Size
 from rendezvous.core.status import NodeStatus
@@ -59,6 +59,7 @@ def test_the_own_member_joins_is_frozen_and_released_in_process(address, keyed):
             await session.join()
             frozen = await next_of(session, Frozen)
             assert [p.node_id for p in frozen.membership.members] == [me.node_id]
+            assert frozen.liveness_timeout == 5.0  # the coordinator's, which rules the round
             await session.ready(frozen.digest)
             await next_of(session, Released)
             assert service.round.running
@@ -181,3 +182,31 @@ def test_the_servicer_sees_the_members_address_and_messages_cross_as_copies():
     asyncio.run(scenario())
     assert seen["peer"] == "ipv6:[fd00::7]:0"
     assert seen["first"].header.job == ""
+
+
+@pytest.mark.parametrize("liveness, expected", [
+    (12.5, 12.5), (0.0, 0.0), (float("nan"), None), (float("inf"), None), (-1.0, None),
+])
+def test_a_frozen_list_with_a_liveness_timeout_that_is_no_duration_is_an_abort(liveness, expected):
+    me = peer("10.0.0.1")
+
+    async def body(context):
+        frozen = pb.Frozen(members=[pb.Peer(node_id=me.node_id, address="10.0.0.1", port=50051, tf_port=50052)],
+                           liveness_timeout=liveness)
+        await context.write(pb.CoordinatorMessage(header=pb.Header(job=JOB, round=1), frozen=frozen))
+        await asyncio.sleep(3600)
+
+    async def scenario():
+        session = JoinSession(me.endpoint, me, JOB, 1, Size.fixed(1), 5.0, local=Handler(body))
+        try:
+            return await asyncio.wait_for(session.receive(), 5)
+        finally:
+            await session.close()
+
+    event = asyncio.run(scenario())
+    if expected is None:
+        assert isinstance(event, Aborted), event
+        assert event.reason == f"coordinator {me.endpoint} sent an invalid frozen message: " \
+                               f"liveness timeout {liveness!r} is not a number of seconds"
+    else:
+        assert isinstance(event, Frozen) and event.liveness_timeout == expected, event

@@ -88,6 +88,19 @@ def test_the_preflights_warnings_come_with_the_confirmation_and_stay_in_the_stat
     assert result.state.preflight == warnings
 
 
+def test_the_coordinators_liveness_timeout_rules_the_round_from_the_freeze_on():
+    state = Member(ME, suspect_after=3.0, liveness_timeout=0.5).joining(A.endpoint, A)
+    assert (state.liveness_timeout, state.heartbeat_interval) == (0.5, 0.1)
+    result = step(state, Frozen(MEMBERSHIP, MEMBERSHIP.digest, liveness_timeout=30.0), 0.0)
+    assert (result.state.liveness_timeout, result.state.heartbeat_interval) == (30.0, 6.0)
+
+
+def test_a_coordinator_that_sends_no_liveness_timeout_leaves_the_members_own():
+    state = Member(ME, suspect_after=3.0, liveness_timeout=7.0).joining(A.endpoint, A)
+    result = step(state, Frozen(MEMBERSHIP, MEMBERSHIP.digest), 0.0)
+    assert result.state.liveness_timeout == 7.0
+
+
 def test_a_round_refused_by_the_preflight_ends_for_good_and_keeps_the_reason():
     reason = "preflight: 10.0.0.100 has 4 GPUs, the others 8"
     result = step(joining(), Aborted(reason, 4, final=True, preflight=True), 0.0)

@@ -315,3 +315,23 @@ def test_the_coordinators_own_member_holds_no_connection_to_it(tmp_path, job):
             peer.proc.send_signal(signal.SIGTERM)
         for peer in (coordinator, member):
             peer.wait(timeout=10)
+
+
+@pytest.mark.parametrize("coordinator_timeout, member_timeout", [(5, 0.5), (0.5, 5)])
+def test_nodes_with_different_liveness_timeouts_run_the_coordinators(tmp_path, job, coordinator_timeout, member_timeout):
+    """A member heartbeating at a fifth of its own 5 s would be lost to a coordinator
+    waiting 0.5 s for it; a member waiting 0.5 s would lose a coordinator heartbeating
+    every second. The coordinator's timeout rules the round for both."""
+    out = tmp_path / "out"
+    out.mkdir()
+    peers = [
+        start_peer(join_argv(2, job, out, address=address, record_args=["--sleep", "3"],
+                             options=["--liveness-timeout", str(timeout), "--max-restarts", "0"]),
+                   tmp_path, name)
+        for address, timeout, name in [("127.0.0.2", coordinator_timeout, "coordinator"),
+                                       ("127.0.0.3", member_timeout, "member")]
+    ]
+    for peer in peers:
+        assert peer.wait() == 0, peer.log
+    assert_consistent(records(out), ["127.0.0.2", "127.0.0.3"])
+    assert f"the coordinator's liveness timeout of {coordinator_timeout:g} s rules this round" in peers[1].log

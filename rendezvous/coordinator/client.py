@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from typing import Optional, Sequence, Union
 
@@ -147,9 +148,12 @@ class JoinSession:
             if kind == "frozen":
                 members = tuple(_wire.peer_from_pb(p) for p in message.frozen.members)
                 membership = Membership(job=message.header.job, round=message.header.round, members=members)
-                return Frozen(membership, message.frozen.cluster_digest, tuple(message.frozen.warnings))
+                liveness = message.frozen.liveness_timeout
+                if not (math.isfinite(liveness) and liveness >= 0):
+                    raise ValueError(f"liveness timeout {liveness!r} is not a number of seconds")
+                return Frozen(membership, message.frozen.cluster_digest, tuple(message.frozen.warnings), liveness)
         except ValueError as exc:
-            return Aborted(f"coordinator {self.endpoint} sent an invalid member list: {exc}")
+            return Aborted(f"coordinator {self.endpoint} sent an invalid {kind} message: {exc}")
         if kind == "release":
             start_in = message.release.start_at_unix_ns / 1e9 - time.time()
             return Released(start_in, message.release.delay_ns / 1e9)

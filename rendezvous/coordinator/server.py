@@ -188,7 +188,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
             )
             frozen = pb.Frozen(
                 members=_wire.peers_to_pb(membership.members), cluster_digest=membership.digest,
-                warnings=state.warnings,
+                warnings=state.warnings, liveness_timeout=self._liveness,
             )
             self._broadcast(self._message(frozen=frozen))
             self._start_watchdog()

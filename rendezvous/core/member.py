@@ -40,6 +40,7 @@ class Frozen:
     membership: Membership
     digest: str  # as the coordinator computed it
     warnings: tuple[str, ...] = ()  # differences between the members that were allowed
+    liveness_timeout: float = 0.0  # the coordinator's, which rules the round; 0: not sent
 
 
 @record
@@ -216,6 +217,9 @@ class Member:
     coordinator is left out of the election until it proves to be alive (it answers, or
     announces itself anew), because a node killed without a goodbye stays in every mDNS
     cache for many minutes.
+
+    `liveness_timeout` is this node's own until the freeze, then the coordinator's: a
+    member heartbeats at a fifth of it and counts the coordinator lost after it.
     """
 
     me: Peer
@@ -228,6 +232,11 @@ class Member:
     exit_code: Optional[int] = None  # of this node's command, once it ended
     # What the preflight said of this round: its refusal, or the differences it allowed.
     preflight: tuple[str, ...] = ()
+    liveness_timeout: float = 5.0
+
+    @property
+    def heartbeat_interval(self) -> float:
+        return self.liveness_timeout / 5
 
     def joining(self, endpoint: str, target: Optional[Peer], me: Optional[Peer] = None) -> "Member":
         """A new Join stream to `endpoint` (the peer behind it, if known) is opening, for
@@ -334,7 +343,9 @@ def _on_frozen(state: Member, event: Frozen) -> Step:
         return _fail(state, CoordinatorError(
             f"the coordinator froze this node as {membership.members[rank]}, not {state.me}"
         ))
-    frozen = replace(state, phase=MemberPhase.FROZEN, membership=membership, failing=None, preflight=event.warnings)
+    liveness = event.liveness_timeout if event.liveness_timeout > 0 else state.liveness_timeout
+    frozen = replace(state, phase=MemberPhase.FROZEN, membership=membership, failing=None,
+                     preflight=event.warnings, liveness_timeout=liveness)
     return Step(frozen, Confirm(membership, event.warnings))
 
 

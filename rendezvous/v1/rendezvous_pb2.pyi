@@ -178,14 +178,16 @@ class Waiting(_message.Message):
     def __init__(self, joined: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., expect: _Optional[int] = ..., expect_min: _Optional[int] = ...) -> None: ...
 
 class Frozen(_message.Message):
-    __slots__ = ("members", "cluster_digest", "warnings")
+    __slots__ = ("members", "cluster_digest", "warnings", "liveness_timeout")
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_DIGEST_FIELD_NUMBER: _ClassVar[int]
     WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    LIVENESS_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     members: _containers.RepeatedCompositeFieldContainer[Peer]
     cluster_digest: str
     warnings: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., cluster_digest: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
+    liveness_timeout: float
+    def __init__(self, members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., cluster_digest: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., liveness_timeout: _Optional[float] = ...) -> None: ...
 
 class Release(_message.Message):
     __slots__ = ("start_at_unix_ns", "delay_ns")

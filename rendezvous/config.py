@@ -22,7 +22,7 @@ from .core import numbers
 from .core.advert import MAX_EXPECT, validate_job
 from .core.preflight import ALLOWABLE, ALWAYS_FATAL
 from .core.record import field, fields, record
-from .core.round import Policy
+from .core.round import MIN_LIVENESS_TIMEOUT, Policy
 from .core.seeds import DEFAULT_PORT, parse_seed
 from .core.size import Size
 from .errors import ConfigError
@@ -248,6 +248,13 @@ def _positive_seconds_problem(value: object) -> Optional[str]:
     return f"must be a positive number of seconds, got {value!r}"
 
 
+def _liveness_problem(value: object) -> Optional[str]:
+    problem = _positive_seconds_problem(value)
+    if problem is None and value < MIN_LIVENESS_TIMEOUT:  # type: ignore[operator]
+        return f"must be at least {MIN_LIVENESS_TIMEOUT:g} s (heartbeats go out every fifth of it), got {value!r}"
+    return problem
+
+
 def _codes_problem(value: object) -> Optional[str]:
     if isinstance(value, (tuple, list, frozenset)) and all(_is_whole(c) and 0 <= c <= 255 for c in value):
         return None
@@ -465,7 +472,7 @@ OPTIONS: tuple[Option, ...] = (
            metavar="CODES",
            help="exit codes a restart cannot fix: a command exiting with one ends the job on every "
                 "node with that code (default: 2,126,127; '' for none)"),
-    Option("liveness_timeout", Kind.SECONDS, _positive_seconds_problem, 5.0, group="launch",
+    Option("liveness_timeout", Kind.SECONDS, _liveness_problem, 5.0, group="launch",
            metavar="SECONDS",
            help="a node not heard from this long while the commands run (frozen, cut off), or a "
                 "command stopped this long, fails the round; the coordinator's value rules every "

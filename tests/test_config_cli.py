@@ -292,6 +292,7 @@ def test_parser_refuses_with_system_exit_2(args, capsys):
         (["--expect", "2", "--no-restart-on", "2,300"], "got 2,300"),
         (["--expect", "2", "--no-restart-on", "2,x"], "'2,x'"),
         (["--expect", "2", "--liveness-timeout", "0"], "got 0.0"),
+        (["--expect", "2", "--liveness-timeout", "0.01"], "must be at least 0.1 s (heartbeats go out every fifth of it), got 0.01"),
         (["--expect", "2", "--timings", "foo=1"], "unknown timing 'foo'"),
         (["--expect", "2", "--timings", "keepalive"], "'keepalive' is not one"),
         (["--expect", "2", "--timings", "keepalive=-1"], "keepalive to -1.0"),

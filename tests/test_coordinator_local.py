@@ -185,7 +185,7 @@ def test_the_servicer_sees_the_members_address_and_messages_cross_as_copies():
 
 
 @pytest.mark.parametrize("liveness, expected", [
-    (12.5, 12.5), (0.0, 0.0), (float("nan"), None), (float("inf"), None), (-1.0, None),
+    (12.5, 12.5), (0.1, 0.1), (0.0, 0.0), (1e-9, None), (float("nan"), None), (float("inf"), None), (-1.0, None),
 ])
 def test_a_frozen_list_with_a_liveness_timeout_that_is_no_duration_is_an_abort(liveness, expected):
     me = peer("10.0.0.1")
@@ -207,6 +207,6 @@ def test_a_frozen_list_with_a_liveness_timeout_that_is_no_duration_is_an_abort(l
     if expected is None:
         assert isinstance(event, Aborted), event
         assert event.reason == f"coordinator {me.endpoint} sent an invalid frozen message: " \
-                               f"liveness timeout {liveness!r} is not a number of seconds"
+                               f"liveness timeout {liveness!r} is not a number of seconds from 0.1 up"
     else:
         assert isinstance(event, Frozen) and event.liveness_timeout == expected, event

@@ -30,6 +30,7 @@ from ..core.job import JobView
 from ..core.peer import Peer
 from ..core.preflight import Fingerprint
 from ..core.progress import Progress
+from ..core.round import MIN_LIVENESS_TIMEOUT
 from ..core.size import Size
 from ..core.status import NodeStatus, printable
 from ..core.tf_config import Membership
@@ -149,8 +150,9 @@ class JoinSession:
                 members = tuple(_wire.peer_from_pb(p) for p in message.frozen.members)
                 membership = Membership(job=message.header.job, round=message.header.round, members=members)
                 liveness = message.frozen.liveness_timeout
-                if not (math.isfinite(liveness) and liveness >= 0):
-                    raise ValueError(f"liveness timeout {liveness!r} is not a number of seconds")
+                if not (liveness == 0 or MIN_LIVENESS_TIMEOUT <= liveness < math.inf):
+                    raise ValueError(f"liveness timeout {liveness!r} is not a number of seconds "
+                                     f"from {MIN_LIVENESS_TIMEOUT:g} up")
                 return Frozen(membership, message.frozen.cluster_digest, tuple(message.frozen.warnings), liveness)
         except ValueError as exc:
             return Aborted(f"coordinator {self.endpoint} sent an invalid {kind} message: {exc}")

@@ -51,6 +51,10 @@ _RUNNING = frozenset({RoundPhase.FROZEN, RoundPhase.SYNCING, RoundPhase.RELEASED
 # The exit code of an abort that no command caused (a member lost, a digest that differs).
 ROUND_FAILED = 6
 
+# The shortest liveness timeout, in seconds: heartbeats go out every fifth of it, and a
+# shorter one would make a node do little else (set by hand, or sent by a coordinator).
+MIN_LIVENESS_TIMEOUT = 0.1
+
 
 class Action(str, Enum):
     NOTHING = "nothing"

@@ -476,7 +476,7 @@ OPTIONS: tuple[Option, ...] = (
            metavar="SECONDS",
            help="a node not heard from this long while the commands run (frozen, cut off), or a "
                 "command stopped this long, fails the round; the coordinator's value rules every "
-                "member of the round (default: 5)"),
+                "member of the round (at least 0.1; default: 5)"),
     Option("same_file", Kind.LIST, _paths_problem, (), group="preflight", metavar="PATH",
            help="a file that must be the same on every node, e.g. the training script: the job "
                 "is refused when its SHA-256 differs (repeatable)"),

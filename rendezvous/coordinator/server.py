@@ -150,7 +150,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
 
     @property
     def heartbeat_interval(self) -> float:
-        return self._liveness / 5
+        return rounds.heartbeat_interval(self._liveness)
 
     # -- applying decisions -------------------------------------------------------
 

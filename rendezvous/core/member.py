@@ -22,7 +22,7 @@ from typing import Optional, Union
 from ..errors import CoordinatorError, MembershipError, RendezvousError
 from .peer import Peer, describe_peers
 from .record import record, replace
-from .round import ROUND_FAILED, Policy
+from .round import ROUND_FAILED, Policy, heartbeat_interval
 from .size import Size
 from .tf_config import Membership
 
@@ -236,7 +236,7 @@ class Member:
 
     @property
     def heartbeat_interval(self) -> float:
-        return self.liveness_timeout / 5
+        return heartbeat_interval(self.liveness_timeout)
 
     def joining(self, endpoint: str, target: Optional[Peer], me: Optional[Peer] = None) -> "Member":
         """A new Join stream to `endpoint` (the peer behind it, if known) is opening, for

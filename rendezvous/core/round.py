@@ -56,6 +56,12 @@ ROUND_FAILED = 6
 MIN_LIVENESS_TIMEOUT = 0.1
 
 
+def heartbeat_interval(liveness_timeout: float) -> float:
+    """How often each side of a running round proves itself alive: five times within the
+    timeout, so that one late heartbeat is no loss."""
+    return liveness_timeout / 5
+
+
 class Action(str, Enum):
     NOTHING = "nothing"
     BROADCAST_WAITING = "broadcast_waiting"

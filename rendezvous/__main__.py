@@ -12,6 +12,9 @@ def main() -> int:
     # without ssl, until --metrics-port needs it (rendezvous.metrics): code that imports the
     # package as a library keeps its ssl.
     sys.modules.setdefault("ssl", None)
+    argv = sys.argv[1:]
+    options = argv[:argv.index("--")] if "--" in argv else argv
+    joins = "join" in options and not {"-h", "--help"} & set(options)
     # Importing what a daemon runs creates some 26,000 objects that live as long as the
     # process: modules, classes, functions. The cyclic collector, triggered every 700 new
     # ones, would traverse them about 60 times meanwhile (7% of a daemon's CPU to its
@@ -19,10 +22,15 @@ def main() -> int:
     # imported; then they are frozen, never traversed again, and it runs as usual.
     gc.disable()
     try:
+        if joins and len(options) < len(argv) - 1:  # with a command after '--'
+            # Its first round's gate, forked now: a copy of this small, single-threaded
+            # process, not an interpreter started later (rendezvous.gate).
+            from .gate import fork_spare
+
+            fork_spare()
         from . import cli
 
-        options = cli.split_command(sys.argv[1:])[0]
-        if "join" in options and not {"-h", "--help"} & set(options):
+        if joins:
             from . import node  # noqa: F401  imported by `join` anyway
     finally:
         gc.freeze()

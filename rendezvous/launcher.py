@@ -7,11 +7,11 @@ import logging
 import os
 import shutil
 import signal
-import struct
 import sys
 import time
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence, Union
 
+from . import gate
 from .errors import LaunchError
 from .notify import NOTIFY_VARIABLES
 
@@ -23,62 +23,44 @@ def exit_code_of(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-# Runs in the command's own process, started when a round begins. It blocks on the gate
-# pipe until the daemon writes the start time (seconds since the epoch, a double) and the
-# round's variables (NAME=VALUE, each ended by a NUL) and closes it; then it sets them,
-# sleeps until the start and execs the command. So the freeze waits for no interpreter to
-# start, and at the common start time every node does nothing but one exec: no fork, no
-# daemon wake-up. A gate closed without a start time (the round was aborted) exits 125
-# without running anything. (Python, not sh: dash cannot read from file descriptors above
-# 9, nor sleep until a given time.)
-_GATE = (
-    # Not `signal`: it imports enum, which would double the time this takes to start.
-    # SIGKILL's number comes from the daemon.
-    "import ctypes, os, struct, sys, time\n"
-    # Die with the daemon, even killed with -9, instead of training on as an orphan that
-    # holds the TF port and the GPU. Kept across exec; the daemon's pid is checked after
-    # setting it, in case the daemon died in between.
-    "ctypes.CDLL(None, use_errno=True).prctl(1, int(sys.argv[4]))\n"  # PR_SET_PDEATHSIG
-    "if os.getppid() != int(sys.argv[3]): sys.exit(125)\n"
-    "ready, gate = int(sys.argv[1]), int(sys.argv[2])\n"
-    "os.close(ready)\n"  # the daemon sees EOF: this process is up and waiting
-    "data = chunk = os.read(gate, 65536)\n"
-    "while chunk:\n"
-    "    chunk = os.read(gate, 65536)\n"
-    "    data += chunk\n"
-    "os.close(gate)\n"
-    "if len(data) < 8: sys.exit(125)\n"
-    "for item in data[8:].split(b'\\0')[:-1]:\n"
-    "    name, _, value = item.partition(b'=')\n"
-    "    os.environb[name] = value\n"
-    "delay = struct.unpack('!d', data[:8])[0] - time.time()\n"
-    "if delay > 0: time.sleep(delay)\n"
-    "try:\n"
-    "    os.execvp(sys.argv[5], sys.argv[5:])\n"
-    "except OSError as error:\n"
-    "    print(f'rendezvous: cannot run {sys.argv[5]!r}: {error.strerror}', file=sys.stderr)\n"
-    "    os._exit(127 if isinstance(error, FileNotFoundError) else 126)\n"
-)
-
-
-def encode_variables(env: Mapping[str, str]) -> bytes:
-    """What the gate reads after the start time: each variable as NAME=VALUE and a NUL."""
+def check_variables(env: Mapping[str, str]) -> None:
+    """Refuse, before the start, a variable that the command's environment cannot hold."""
     for name, value in env.items():
         if not name or "=" in name or "\0" in name or "\0" in value:
             raise LaunchError(f"cannot pass the environment variable {name!r}={value!r} to the command")
-    return b"".join(f"{name}={value}".encode() + b"\0" for name, value in env.items())
 
 
-async def _until_closed(fd: int) -> None:
-    """Wait until every writer of the pipe `fd` has closed it; then close `fd`."""
+async def _readable(fd: int) -> None:
+    """Wait until `fd` is readable, then close it: a pipe once all its writers closed it, a
+    pidfd once its process ended."""
     loop = asyncio.get_running_loop()
-    closed = loop.create_future()
-    loop.add_reader(fd, lambda: closed.done() or closed.set_result(None))
+    readable = loop.create_future()
+    loop.add_reader(fd, lambda: readable.done() or readable.set_result(None))
     try:
-        await closed
+        await readable
     finally:
         loop.remove_reader(fd)
         os.close(fd)
+
+
+class _Forked:
+    """The spare gate as the launcher sees a process (pid, returncode, wait): a child of
+    this process that asyncio did not start, reaped once its pidfd says it ended."""
+
+    def __init__(self, pid: int, pidfd: int) -> None:
+        self.pid = pid
+        self.returncode: Optional[int] = None
+        self._ended = asyncio.ensure_future(self._reap(pidfd))
+
+    async def _reap(self, pidfd: int) -> None:
+        await _readable(pidfd)
+        # -N for death by signal N, as asyncio reports it
+        self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+
+    async def wait(self) -> int:
+        await asyncio.shield(self._ended)
+        assert self.returncode is not None
+        return self.returncode
 
 
 def check_command(command: Sequence[str]) -> str:
@@ -109,11 +91,11 @@ class Launcher:
     """
 
     def __init__(self) -> None:
-        self._process: Optional[asyncio.subprocess.Process] = None
+        self._process: Optional[Union[asyncio.subprocess.Process, _Forked]] = None
         self._up: Optional[asyncio.Future] = None  # done once the gate waits
         self._gate: Optional[int] = None
         self._command: tuple[str, ...] = ()
-        self._variables = b""  # the round's, encoded for the gate by `arm`
+        self._env: dict[str, str] = {}  # the command's: this daemon's at `prepare`, the round's from `arm`
         self.started_at: Optional[float] = None  # time.monotonic() when the command started
         self.finished_at: Optional[float] = None
 
@@ -128,46 +110,52 @@ class Launcher:
         return max(0.0, (self.finished_at or now) - self.started_at)
 
     async def prepare(self, command: Sequence[str]) -> None:
-        """Start the gate that will exec `command`, with this daemon's environment: an
-        interpreter start (about 20 ms of CPU) that the freeze then need not wait for."""
+        """Have the gate that will exec `command`: the spare if this process forked one
+        (rendezvous.gate), else one spawned now, an interpreter start that the freeze then
+        need not wait for."""
         if self._process is not None:
             return
         check_command(command)
         # systemd's notify socket is the daemon's (NotifyAccess=main): not the command's.
-        inherited = {k: v for k, v in os.environ.items() if k not in NOTIFY_VARIABLES}
-        ready_read, ready_write = os.pipe()
-        gate_read, gate_write = os.pipe()
-        try:
-            self._process = await asyncio.create_subprocess_exec(
-                sys.executable, "-I", "-S", "-c", _GATE, str(ready_write), str(gate_read), str(os.getpid()),
-                str(int(signal.SIGKILL)), *command,
-                # a session of its own is also a process group of its own (process_group=0: 3.11+)
-                env=inherited, pass_fds=(ready_write, gate_read), start_new_session=True,
-            )
-        except BaseException:
-            os.close(gate_write)
-            os.close(ready_read)
-            raise
-        finally:
-            os.close(gate_read)
-            os.close(ready_write)
-        self._gate = gate_write
+        self._env = {k: v for k, v in os.environ.items() if k not in NOTIFY_VARIABLES}
+        spare = gate.take_spare()
+        if spare is not None:
+            self._process, ready_read, self._gate = _Forked(spare.pid, spare.pidfd), spare.ready, spare.gate
+            log.debug("the command's gate: the spare forked at this process's start (pid %d)", spare.pid)
+        else:
+            ready_read, ready_write = os.pipe()
+            gate_read, gate_write = os.pipe()
+            try:
+                self._process = await asyncio.create_subprocess_exec(
+                    sys.executable, "-I", "-S", gate.__file__, str(ready_write), str(gate_read), str(os.getpid()),
+                    # a session of its own is also a process group of its own (process_group=0: 3.11+)
+                    pass_fds=(ready_write, gate_read), start_new_session=True,
+                )
+            except BaseException:
+                os.close(gate_write)
+                os.close(ready_read)
+                raise
+            finally:
+                os.close(gate_read)
+                os.close(ready_write)
+            self._gate = gate_write
+            log.debug("the command's gate: spawned (pid %d)", self._process.pid)
         self._command = tuple(command)
-        self._up = asyncio.ensure_future(_until_closed(ready_read))
+        self._up = asyncio.ensure_future(_readable(ready_read))
 
     async def arm(self, command: Sequence[str], env: Mapping[str, str]) -> None:
         """The round's variables for the command (started now if `prepare` was not called);
         returns once its gate waits, so that `fire` only has to write to it."""
-        variables = encode_variables(env)  # refuse what cannot be passed now, not at the start
+        check_variables(env)  # refuse what cannot be passed now, not at the start
         await self.prepare(command)
         assert self._up is not None
         await asyncio.shield(self._up)
-        self._variables = variables
+        self._env.update(env)
 
     def fire(self, start_at: float) -> None:
         """Let the armed command start at `start_at` (seconds since the epoch)."""
         assert self._process is not None and self._gate is not None, "fire() before arm()"
-        data = memoryview(struct.pack("!d", start_at) + self._variables)
+        data = memoryview(gate.encode(start_at, self._command, self._env))
         try:
             while data:  # the gate reads until the pipe is closed: a long environment fits too
                 data = data[os.write(self._gate, data):]

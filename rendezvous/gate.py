@@ -9,10 +9,12 @@ was aborted, the daemon died) ends the gate with 125 before anything runs.
 
 A gate comes one of two ways, and runs the same `run` either way:
 - the spare: forked by the `rendezvous` command's process first thing, while it is small and
-  has one thread (`fork_spare`), and taken by the first round: no interpreter starts;
+  has one thread (`fork_spare`), when `join` has a command after `--` (one from a config
+  file is known too late), and taken by the first round: no interpreter starts;
 - spawned: `python -I -S gate.py ...`, for every later round and wherever no spare exists:
   an interpreter start, about 13 ms of CPU. (Forking the running daemon instead would copy a
-  process with gRPC's threads, whose locks a child cannot trust.)
+  process with gRPC's threads, whose locks a child cannot trust. And Python, not sh: dash
+  can neither read from file descriptors above 9 nor sleep until a given time.)
 
 So that a spawned gate starts fast, this module imports nothing but a few of the standard
 library's modules, and none of the package's.
@@ -20,7 +22,7 @@ library's modules, and none of the package's.
 
 from __future__ import annotations
 
-import _signal
+import _signal  # not `signal`: it imports enum, which would double a spawned gate's start
 import os
 import struct
 import sys
@@ -90,6 +92,21 @@ def run(ready: int, gate: int, daemon: int):
         os._exit(127 if isinstance(error, FileNotFoundError) else 126)
 
 
+def _close_all_but(*keep: int) -> None:
+    """Close every descriptor but `keep`, as subprocess does for a spawned gate: none that this
+    process inherited reaches the command."""
+    try:
+        fds = [int(fd) for fd in os.listdir("/proc/self/fd")]
+    except OSError:  # no /proc: every one there can be (in a child that waits, not the daemon)
+        fds = range(os.sysconf("SC_OPEN_MAX"))
+    for fd in fds:
+        if fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:  # not open (the listed directory's own, closed already)
+                pass
+
+
 class Spare:
     """A forked gate, waiting to be taken: its pid, a pidfd that becomes readable when it
     ends, the read end of its ready pipe and the write end of its gate pipe."""
@@ -118,8 +135,7 @@ def fork_spare():
     pid = os.fork()
     if pid == 0:
         try:
-            os.close(ready_read)
-            os.close(gate_write)
+            _close_all_but(0, 1, 2, ready_write, gate_read)
             os.setsid()
             run(ready_write, gate_read, daemon)
         except BaseException as error:

@@ -66,6 +66,21 @@ def test_the_first_launch_runs_in_the_spare_with_the_rounds_environment(tmp_path
     assert int(ignored.split()[1], 16) & SIGPIPE_BIT == 0
 
 
+def test_no_descriptor_the_daemon_inherited_reaches_the_command(tmp_path):
+    out = tmp_path / "fds"
+    read, write = os.pipe()
+    try:
+        proc = _helper("fire", ["sh", "-c", f"ls /proc/$$/fd > {out}"], pass_fds=(write,))
+    finally:
+        os.close(write)
+    assert _line(proc)["spare"] is not None
+    assert _line(proc) == {"code": 0}
+    proc.wait(10)
+    assert write not in {int(fd) for fd in out.read_text().split()}
+    assert os.read(read, 1) == b""  # no process holds the write end any more
+    os.close(read)
+
+
 def test_a_spare_disarmed_before_the_start_runs_nothing(tmp_path):
     out = tmp_path / "ran"
     proc = _helper("stop", ["sh", "-c", f"touch {out}"])

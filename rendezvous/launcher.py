@@ -85,9 +85,9 @@ def check_command(command: Sequence[str]) -> str:
 class Launcher:
     """Runs one command in a process group of its own, with output passed through.
 
-    `prepare` starts the command's process as a gate that waits, when a round begins;
-    `arm` gives it the round's environment once the membership is frozen; `fire` lets it
-    exec the command. `stop` handles a waiting and a running command alike.
+    `prepare` has the command's process ready, as a gate that waits (rendezvous.gate), when
+    a round begins; `arm` gives it the round's environment once the membership is frozen;
+    `fire` lets it exec the command. `stop` handles a waiting and a running command alike.
     """
 
     def __init__(self) -> None:

@@ -12,8 +12,10 @@ def main() -> int:
     # without ssl, until --metrics-port needs it (rendezvous.metrics): code that imports the
     # package as a library keeps its ssl.
     sys.modules.setdefault("ssl", None)
+    # The command line split as cli.split_command does, before cli (and all it imports) is.
     argv = sys.argv[1:]
     options = argv[:argv.index("--")] if "--" in argv else argv
+    command = argv[len(options) + 1:]
     joins = "join" in options and not {"-h", "--help"} & set(options)
     # Importing what a daemon runs creates some 26,000 objects that live as long as the
     # process: modules, classes, functions. The cyclic collector, triggered every 700 new
@@ -22,7 +24,7 @@ def main() -> int:
     # imported; then they are frozen, never traversed again, and it runs as usual.
     gc.disable()
     try:
-        if joins and len(options) < len(argv) - 1:  # with a command after '--'
+        if joins and command:
             # Its first round's gate, forked now: a copy of this small, single-threaded
             # process, not an interpreter started later (rendezvous.gate).
             from .gate import fork_spare

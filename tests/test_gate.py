@@ -3,6 +3,7 @@ command forks first thing, with real processes."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -110,8 +111,6 @@ def test_the_spare_and_its_command_die_with_a_daemon_killed_with_sigkill(action)
 
 
 def test_a_spawned_gate_also_gives_the_command_sigpipe_back(tmp_path):
-    import asyncio
-
     out = tmp_path / "status"
 
     async def scenario():

@@ -41,7 +41,7 @@ exit status:
        or the job wants a token this node lacks
   {AddressError.exit_code}    no usable network address / port
   {CoordinatorError.exit_code}    the coordinator aborted the round or was lost after the freeze
-  {LaunchError.exit_code}  the command could not be started (126: not executable)
+  {LaunchError.exit_code}  the command was not found ({LaunchError.NOT_EXECUTABLE}: found, but not executable)
   129/130/143  stopped by SIGHUP/SIGINT/SIGTERM while waiting
 """
 

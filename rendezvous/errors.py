@@ -49,9 +49,15 @@ class JobFailed(CoordinatorError):
 
 
 class LaunchError(RendezvousError):
-    """The command could not be started."""
+    """The command could not be started: 127 when it was not found, 126 when it was found
+    but cannot be run (not executable, a directory), as a shell exits."""
 
     exit_code = 127
+    NOT_EXECUTABLE = 126
+
+    def __init__(self, message: str, exit_code: int = 127) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 class NoDaemonError(RendezvousError):

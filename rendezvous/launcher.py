@@ -69,7 +69,7 @@ def check_command(command: Sequence[str]) -> str:
     if os.sep in program:
         path = program
         if os.path.isdir(path):
-            raise LaunchError(f"command is a directory: {program!r}")
+            raise LaunchError(f"command is a directory: {program!r}", LaunchError.NOT_EXECUTABLE)
         if not os.path.isfile(path):
             raise LaunchError(f"command not found: {program!r}")
     else:
@@ -78,7 +78,7 @@ def check_command(command: Sequence[str]) -> str:
             raise LaunchError(f"command not found in PATH: {program!r}")
         path = found
     if not os.access(path, os.X_OK):
-        raise LaunchError(f"command is not executable: {program!r}")
+        raise LaunchError(f"command is not executable: {program!r}", LaunchError.NOT_EXECUTABLE)
     return path
 
 

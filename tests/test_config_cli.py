@@ -68,6 +68,25 @@ def test_exit_codes_are_distinct():
     assert len({c.exit_code for c in classes}) == len(classes)
 
 
+@pytest.mark.parametrize(
+    "make, code, needle",
+    [
+        (lambda d: d / "missing", 127, "command not found: "),
+        (lambda d: (d / "train.py").write_text("print('hi')") and d / "train.py", 126, "command is not executable: "),
+        (lambda d: d, 126, "command is a directory: "),
+    ],
+    ids=["missing", "not-executable", "directory"],
+)
+def test_a_command_that_cannot_run_exits_as_a_shell_would(tmp_path, make, code, needle):
+    """127 when the command is not there, 126 when it is but cannot run (what --help says),
+    before any rendezvous: one line on stderr, no traceback."""
+    command = str(make(tmp_path))
+    result = rendezvous("join", "--expect", "2", "--address", "127.0.0.1", "--timeout", "20", "--", command)
+    assert result.returncode == code, result
+    assert f"rendezvous: error: {needle}{command!r}" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 # --------------------------------------------------------------------------
 # JoinConfig
 # --------------------------------------------------------------------------

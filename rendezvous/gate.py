@@ -88,7 +88,10 @@ def run(ready: int, gate: int, daemon: int):
     try:
         os.execvpe(argv[0], argv, env)
     except OSError as error:
-        os.write(2, f"rendezvous: cannot run {os.fsdecode(argv[0])!r}: {error.strerror}\n".encode())
+        program, reason = os.fsdecode(argv[0]), error.strerror
+        if isinstance(error, FileNotFoundError) and os.sep in program and os.path.exists(program):
+            reason = "the interpreter its #! line names (or its ELF loader) was not found"
+        os.write(2, f"rendezvous: cannot run {program!r}: {reason}\n".encode())
         os._exit(127 if isinstance(error, FileNotFoundError) else 126)
 
 

@@ -208,3 +208,23 @@ def test_a_command_the_kernel_cannot_run_exits_126_with_one_line(tmp_path, capfd
     assert run(scenario()) == 126
     err = capfd.readouterr().err
     assert str(script) in err and "Traceback" not in err
+
+
+def test_a_script_whose_interpreter_is_missing_exits_127_naming_the_interpreter(tmp_path, capfd):
+    """The script is there; what exec did not find is the interpreter its #! line names.
+    Saying "No such file or directory" of a file the user can see would send them looking
+    in the wrong place."""
+    script = tmp_path / "train"
+    script.write_text("#!/nonexistent/python3\nprint('hi')\n")
+    script.chmod(0o755)
+
+    async def scenario():
+        launcher = Launcher()
+        await launcher.arm([str(script)], {})
+        launcher.fire(time.time())
+        return await launcher.wait()
+
+    assert run(scenario()) == 127
+    err = capfd.readouterr().err
+    assert f"rendezvous: cannot run {str(script)!r}: the interpreter its #! line names" in err
+    assert "Traceback" not in err and "gate failed" not in err

@@ -194,18 +194,23 @@ def test_a_fixed_port_in_time_wait_can_be_reserved_but_not_a_listening_one():
     PortReservation(port).release()  # only TIME_WAIT is left: the next run may take it
 
 
-def test_a_command_the_kernel_cannot_run_exits_126_with_one_line(tmp_path, capfd):
-    script = tmp_path / "train"
-    script.write_text("no shebang here\n")
-    script.chmod(0o755)
+def run_script(path, text: str) -> int:
+    """Write an executable script, start it through an armed launcher, return its exit code."""
+    path.write_text(text)
+    path.chmod(0o755)
 
     async def scenario():
         launcher = Launcher()
-        await launcher.arm([str(script)], {})
+        await launcher.arm([str(path)], {})
         launcher.fire(time.time())
         return await launcher.wait()
 
-    assert run(scenario()) == 126
+    return run(scenario())
+
+
+def test_a_command_the_kernel_cannot_run_exits_126_with_one_line(tmp_path, capfd):
+    script = tmp_path / "train"
+    assert run_script(script, "no shebang here\n") == 126
     err = capfd.readouterr().err
     assert str(script) in err and "Traceback" not in err
 
@@ -215,16 +220,7 @@ def test_a_script_whose_interpreter_is_missing_exits_127_naming_the_interpreter(
     Saying "No such file or directory" of a file the user can see would send them looking
     in the wrong place."""
     script = tmp_path / "train"
-    script.write_text("#!/nonexistent/python3\nprint('hi')\n")
-    script.chmod(0o755)
-
-    async def scenario():
-        launcher = Launcher()
-        await launcher.arm([str(script)], {})
-        launcher.fire(time.time())
-        return await launcher.wait()
-
-    assert run(scenario()) == 127
+    assert run_script(script, "#!/nonexistent/python3\nprint('hi')\n") == 127
     err = capfd.readouterr().err
     assert f"rendezvous: cannot run {str(script)!r}: the interpreter its #! line names" in err
     assert "Traceback" not in err and "gate failed" not in err

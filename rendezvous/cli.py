@@ -18,6 +18,7 @@ from .config import BY_NAME, LOG_OPTIONS, OPTIONS, Kind, LogConfig, Option, chec
 from .core.seeds import parse_seed
 from .errors import (
     AddressError,
+    CommandNotExecutable,
     ConfigError,
     CoordinatorError,
     LaunchError,
@@ -41,7 +42,7 @@ exit status:
        or the job wants a token this node lacks
   {AddressError.exit_code}    no usable network address / port
   {CoordinatorError.exit_code}    the coordinator aborted the round or was lost after the freeze
-  {LaunchError.exit_code}  the command was not found ({LaunchError.NOT_EXECUTABLE}: found, but not executable)
+  {LaunchError.exit_code}  the command was not found ({CommandNotExecutable.exit_code}: found, but not executable)
   129/130/143  stopped by SIGHUP/SIGINT/SIGTERM while waiting
 """
 

@@ -49,15 +49,16 @@ class JobFailed(CoordinatorError):
 
 
 class LaunchError(RendezvousError):
-    """The command could not be started: 127 when it was not found, 126 when it was found
-    but cannot be run (not executable, a directory), as a shell exits."""
+    """The command could not be started: it was not found (127, as a shell exits)."""
 
     exit_code = 127
-    NOT_EXECUTABLE = 126
 
-    def __init__(self, message: str, exit_code: int = 127) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
+
+class CommandNotExecutable(LaunchError):
+    """The command was found but cannot be run: not executable, or a directory (126, as a
+    shell exits)."""
+
+    exit_code = 126
 
 
 class NoDaemonError(RendezvousError):

@@ -12,7 +12,7 @@ import time
 from typing import Mapping, Optional, Sequence, Union
 
 from . import gate
-from .errors import LaunchError
+from .errors import CommandNotExecutable, LaunchError
 from .notify import NOTIFY_VARIABLES
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ def check_command(command: Sequence[str]) -> str:
     if os.sep in program:
         path = program
         if os.path.isdir(path):
-            raise LaunchError(f"command is a directory: {program!r}", LaunchError.NOT_EXECUTABLE)
+            raise CommandNotExecutable(f"command is a directory: {program!r}")
         if not os.path.isfile(path):
             raise LaunchError(f"command not found: {program!r}")
     else:
@@ -78,7 +78,7 @@ def check_command(command: Sequence[str]) -> str:
             raise LaunchError(f"command not found in PATH: {program!r}")
         path = found
     if not os.access(path, os.X_OK):
-        raise LaunchError(f"command is not executable: {program!r}", LaunchError.NOT_EXECUTABLE)
+        raise CommandNotExecutable(f"command is not executable: {program!r}")
     return path
 
 

@@ -20,6 +20,7 @@ from rendezvous.settings import build_settings, from_cli, resolve_command
 from rendezvous.config import DEFAULT_JOB, JoinConfig, Timings, default_trainer_command
 from rendezvous.errors import (
     AddressError,
+    CommandNotExecutable,
     ConfigError,
     CoordinatorError,
     LaunchError,
@@ -56,6 +57,7 @@ def rendezvous(*args: str) -> subprocess.CompletedProcess[str]:
         (AddressError, 5),
         (CoordinatorError, 6),
         (LaunchError, 127),
+        (CommandNotExecutable, 126),
     ],
 )
 def test_error_classes_and_exit_codes(cls, code):

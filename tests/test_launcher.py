@@ -36,14 +36,12 @@ def test_check_command(tmp_path):
     assert check_command(["sh"]).endswith("/sh")
     with pytest.raises(LaunchError, match="'no-such-program-xyz'"):
         check_command(["no-such-program-xyz"])
-    with pytest.raises(LaunchError, match="/nonexistent/x"):
+    with pytest.raises(LaunchError, match="/nonexistent/x") as missing:
         check_command(["/nonexistent/x"])
     with pytest.raises(LaunchError, match="not executable") as not_executable:
         check_command([str(plain)])
     with pytest.raises(LaunchError, match="directory") as directory:
         check_command([str(tmp_path)])
-    with pytest.raises(LaunchError) as missing:
-        check_command(["/nonexistent/x"])
     assert (not_executable.value.exit_code, directory.value.exit_code, missing.value.exit_code) == (126, 126, 127)
 
 

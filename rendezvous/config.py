@@ -279,6 +279,8 @@ def _interpreter_problem(value: object) -> Optional[str]:
     if value is None or (isinstance(value, str) and value):
         return None
     return f"must be the path of a Python interpreter, got {value!r}"
+
+
 def _sync_dir_problem(value: object) -> Optional[str]:
     if value is None or (isinstance(value, str) and value and "\0" not in value):
         return None
@@ -491,7 +493,8 @@ OPTIONS: tuple[Option, ...] = (
            help="before every launch, make DIR on every node a copy of the newest one (the one "
                 "the previous round's chief wrote), and after the job succeeds, of the chief's: "
                 "point the command's checkpoints (e.g. the trainer's --backup-dir) at DIR to "
-                "resume without shared storage"),
+                "resume without shared storage (DIR need not exist yet; its parent must be "
+                "writable: the copy is staged beside it)"),
     Option("sync_max_bytes", Kind.WHOLE, _bytes_problem, 20 << 30, group="launch", metavar="BYTES",
            help="refuse to sync a --sync-dir holding more than this (default: 21474836480, 20 GiB)"),
     Option("verbose", Kind.COUNT, _verbose_problem, 0, group="output", short="-v",

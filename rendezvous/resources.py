@@ -41,7 +41,7 @@ from .discovery import Discovery, DiscoveryEvent, DiscoveryFactory, Hinted, deli
 from .errors import AddressError
 from .launcher import check_command
 from .ports import PortReservation
-from .sync import SyncDir
+from .sync import SyncDir, check_sync_dir
 from .token import load_keys
 
 log = logging.getLogger(__name__)
@@ -181,6 +181,7 @@ def bind_resources(
     also = f"; also {choice.alternate} if its job uses IPv{choice.alternate.version}" if choice.alternate else ""
     log.info("node %s uses %s: %s%s", node_id, address, choice.reason, also)
     check_command(config.command)
+    sync_root = check_sync_dir(config.sync_dir) if config.sync_dir else None
     addresses = [address, *([choice.alternate] if choice.alternate else [])]
     reservation = PortReservation(config.tf_port, ipv6=any(a.version == 6 for a in addresses))
     try:
@@ -203,7 +204,7 @@ def bind_resources(
         me, config.job, config.expect, target, status, config.timings, config.liveness_timeout, policy,
         config.settle, keys,
     )
-    sync = SyncDir(Path(config.sync_dir), config.sync_max_bytes) if config.sync_dir else None
+    sync = SyncDir(sync_root, config.sync_max_bytes) if sync_root else None
     service.files = FileSource(sync) if sync else None
     discovery = make_discovery(address, view.me, on_discovery)
     service.exchange = discovery.exchange

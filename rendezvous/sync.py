@@ -35,7 +35,7 @@ from .core.manifest import (
 )
 from .core.digest import sha256
 from .core.record import asdict
-from .errors import SyncError
+from .errors import ConfigError, SyncError
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,31 @@ def _hash_file(path: str) -> str:
         while block := f.read(CHUNK):
             h.update(block)
     return h.hexdigest()
+
+
+def check_sync_dir(path: str) -> Path:
+    """The directory `--sync-dir PATH` names, checked at startup, before the node joins
+    anything: its real path (a symlink's target is synced, and stays where it is), which is
+    a directory or not there yet, in a directory where this process can write: the copy is
+    staged beside it and renamed into place, and the chief is remembered there. ConfigError
+    otherwise: a node whose copy could never be written must not become the chief whose
+    copy every other node takes."""
+    root = Path(os.path.realpath(path))
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"--sync-dir {path}: not a directory")
+    parent = root.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ConfigError(f"--sync-dir {path}: {parent} is not a directory")
+    probe = parent / f".{root.name}.rendezvous-check-{os.urandom(4).hex()}"
+    try:
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as exc:
+        raise ConfigError(f"--sync-dir {path}: cannot write in {parent}, where the copy is staged "
+                          f"beside the directory: {exc.strerror or exc}") from None
+    return root
 
 
 class SyncDir:
@@ -185,7 +210,7 @@ class SyncDir:
         power cut) still knows whose copy is the real one."""
         try:
             self._chief_file.parent.mkdir(parents=True, exist_ok=True)
-            temporary = self._chief_file.with_suffix(".tmp")
+            temporary = self._chief_file.with_name(f"{self._chief_file.name}.tmp")
             temporary.write_text(json.dumps(asdict(chief)))
             os.replace(temporary, self._chief_file)
         except OSError as exc:

@@ -89,6 +89,18 @@ def test_a_command_that_cannot_run_exits_as_a_shell_would(tmp_path, make, code, 
     assert "Traceback" not in result.stderr
 
 
+def test_a_sync_dir_that_cannot_hold_a_copy_exits_2_before_any_rendezvous(tmp_path):
+    """A regular file given as --sync-dir: one line naming it, no traceback, and no waiting
+    for the peer (that would end in --timeout's 3)."""
+    path = tmp_path / "checkpoints"
+    path.write_text("not a directory")
+    result = rendezvous("join", "--expect", "2", "--address", "127.0.0.1", "--timeout", "20",
+                        "--sync-dir", str(path), "--", "true")
+    assert result.returncode == 2, result
+    assert result.stderr.strip().endswith(f"rendezvous: error: --sync-dir {path}: not a directory")
+    assert "Traceback" not in result.stderr and "peers seen" not in result.stderr
+
+
 # --------------------------------------------------------------------------
 # JoinConfig
 # --------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import os
+import re
 import secrets
 from pathlib import Path
 
@@ -19,9 +20,9 @@ from rendezvous.core.auth import derive_keys
 from rendezvous.core.manifest import FileEntry, Manifest, PreviousChief, SyncSummary
 from rendezvous.core.member import SyncFrom
 from rendezvous.core.peer import Peer
-from rendezvous.errors import SyncError
+from rendezvous.errors import ConfigError, SyncError
 from rendezvous import sync as sync_module
-from rendezvous.sync import CHUNK, SyncDir
+from rendezvous.sync import CHUNK, SyncDir, check_sync_dir
 
 JOB = "sync-test"
 
@@ -167,6 +168,37 @@ def test_a_missing_directory_is_an_empty_copy(tmp_path):
     assert run(SyncDir(tmp_path / "none", 1).scan()).files == ()
 
 
+def test_a_sync_dir_not_there_yet_is_usable_and_nothing_is_made_at_the_start(tmp_path):
+    assert check_sync_dir(str(tmp_path / "a" / "b" / "ckpt")) == tmp_path / "a" / "b" / "ckpt"
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_symlinked_sync_dir_fills_the_directory_it_points_to_and_stays_a_link(tmp_path):
+    """A link to a bigger disk must not become a real directory on the small one."""
+    write(tmp_path / "src", CHECKPOINT)
+    (tmp_path / "big").mkdir()
+    (tmp_path / "ckpt").symlink_to(tmp_path / "big")
+    root = check_sync_dir(str(tmp_path / "ckpt"))
+    assert root == tmp_path / "big"
+    run(pull_from(tmp_path / "src", root))
+    assert (tmp_path / "ckpt").is_symlink()
+    assert contents(tmp_path / "ckpt") == contents(tmp_path / "big") == CHECKPOINT
+    assert sorted(os.listdir(tmp_path)) == ["big", "ckpt", "src"]
+
+
+@pytest.mark.parametrize("make, needle", [
+    (lambda d: (d / "f").write_text("x") and d / "f", "not a directory"),
+    (lambda d: (d / "f").write_text("x") and d / "f" / "ckpt", "/f is not a directory"),
+    (lambda d: "/proc/rendezvous-test/ckpt", "cannot write in /proc, where the copy is staged"),
+], ids=["a-file", "under-a-file", "unwritable"])
+def test_a_sync_dir_that_can_never_hold_a_copy_is_refused_naming_it(tmp_path, make, needle):
+    """Taken for an empty directory, a node's unusable --sync-dir would, if that node is the
+    chief, empty every other node's copy after the job."""
+    path = str(make(tmp_path))
+    with pytest.raises(ConfigError, match=f"^--sync-dir {re.escape(path)}: .*{re.escape(needle)}"):
+        check_sync_dir(path)
+
+
 def test_a_source_that_changed_since_the_freeze_is_refused(tmp_path):
     async def changed():
         source, sync, server = await serving(tmp_path / "src")
@@ -196,6 +228,9 @@ def test_the_chief_is_remembered_beside_the_directory(tmp_path):
     assert SyncDir(tmp_path / "ckpt", 1).load_chief() == chief
     assert os.listdir(tmp_path) == [".ckpt.rendezvous-chief"]  # not inside: DIR is the user's
     assert SyncDir(tmp_path / "other", 1).load_chief() is None
+    (tmp_path / ".ckpt.tmp").write_text("the user's")  # the temporary file is named as ours
+    SyncDir(tmp_path / "ckpt", 1).remember_chief(chief)
+    assert (tmp_path / ".ckpt.tmp").read_text() == "the user's"
     (tmp_path / ".ckpt.rendezvous-chief").write_text("{not json")
     assert SyncDir(tmp_path / "ckpt", 1).load_chief() is None
 

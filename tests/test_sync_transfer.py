@@ -190,7 +190,8 @@ def test_a_symlinked_sync_dir_fills_the_directory_it_points_to_and_stays_a_link(
     (lambda d: (d / "f").write_text("x") and d / "f", "not a directory"),
     (lambda d: (d / "f").write_text("x") and d / "f" / "ckpt", "/f is not a directory"),
     (lambda d: "/proc/rendezvous-test/ckpt", "cannot write in /proc, where the copy is staged"),
-], ids=["a-file", "under-a-file", "unwritable"])
+    (lambda d: "/proc", "a mount point, which cannot be renamed"),
+], ids=["a-file", "under-a-file", "unwritable", "mount-point"])
 def test_a_sync_dir_that_can_never_hold_a_copy_is_refused_naming_it(tmp_path, make, needle):
     """Taken for an empty directory, a node's unusable --sync-dir would, if that node is the
     chief, empty every other node's copy after the job."""

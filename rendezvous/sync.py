@@ -98,10 +98,12 @@ class SyncDir:
 
     def _scan(self) -> Manifest:
         """Every regular file under the root (a missing root is an empty one); SyncError for
-        a symlink out of it, a symlinked directory, or a total over the limit (before any
-        file is read)."""
-        if not self.root.is_dir():
+        a root that is not a directory (any more: it was at the start), a symlink out of it,
+        a symlinked directory, or a total over the limit (before any file is read)."""
+        if not self.root.exists():
             return Manifest()
+        if not self.root.is_dir():
+            raise SyncError(f"--sync-dir {self.root} is not a directory")
         real_root = os.path.realpath(self.root)
         found = []
         for dirpath, dirnames, filenames in os.walk(self.root):

@@ -168,6 +168,13 @@ def test_a_missing_directory_is_an_empty_copy(tmp_path):
     assert run(SyncDir(tmp_path / "none", 1).scan()).files == ()
 
 
+def test_a_directory_replaced_by_a_file_is_refused_not_taken_for_an_empty_one(tmp_path):
+    """An empty copy of the chief's would empty every other node's directory."""
+    (tmp_path / "ckpt").write_text("a file where the directory was")
+    with pytest.raises(SyncError, match="ckpt is not a directory"):
+        run(SyncDir(tmp_path / "ckpt", 1).scan())
+
+
 def test_a_sync_dir_not_there_yet_is_usable_and_nothing_is_made_at_the_start(tmp_path):
     assert check_sync_dir(str(tmp_path / "a" / "b" / "ckpt")) == tmp_path / "a" / "b" / "ckpt"
     assert os.listdir(tmp_path) == []

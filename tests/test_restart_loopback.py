@@ -68,6 +68,8 @@ def test_a_killed_command_restarts_the_round_on_every_node(tmp_path, job):
         wait_gone(record["pid"])
     for peer in peers:
         assert "command exited with code 137" in peer.log, peer.log
+    # a round that restarts is a warning, in the coordinator's log as in its members'
+    assert f"WARNING round 1 of job '{job}' aborted (round 2 follows)" in peers[0].log, peers[0].log
 
 
 def test_an_exit_code_no_restart_fixes_ends_the_job_on_every_node_with_it(tmp_path, job):
@@ -75,6 +77,7 @@ def test_an_exit_code_no_restart_fixes_ends_the_job_on_every_node_with_it(tmp_pa
     for peer in peers:
         assert peer.wait() == 2, peer.log
         assert "no restart follows" in peer.log and "command exited with code 2" in peer.log
+    assert f"ERROR round 1 of job '{job}' aborted (no restart follows)" in peers[0].log, peers[0].log
     assert starts(tmp_path, 2) == []
 
 

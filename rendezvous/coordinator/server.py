@@ -206,7 +206,8 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
             self._end_streams()
         elif step.action is Action.ABORT:
             ending = "no restart follows" if state.final else f"round {state.number + 1} follows"
-            log.error("round %d of job %r aborted (%s): %s", state.number, state.job, ending, state.abort_reason)
+            log.log(logging.ERROR if state.final else logging.WARNING, "round %d of job %r aborted (%s): %s",
+                    state.number, state.job, ending, state.abort_reason)
             self._note(lambda board: jobs.aborted(board, state.abort_reason or ""))
             aborted = pb.Aborted(
                 reason=state.abort_reason or "", exit_code=state.exit_code, final=state.final, preflight=state.refused

@@ -43,6 +43,12 @@ def test_the_hint_without_seeds_says_multicast_may_be_blocked_and_how_to_give_se
     assert hint.startswith("no peer seen for 10s: multicast may be blocked") and "--peer HOST" in hint
 
 
+def test_the_hint_of_a_node_with_neither_multicast_nor_seeds_says_who_can_find_it():
+    hint = lonely_hint(10, (), multicast=False)
+    assert "with --discovery unicast and no --peer" in hint and "multicast" not in hint
+    assert f"TCP port {DEFAULT_PORT}" in hint
+
+
 def test_the_hint_with_seeds_names_them_and_the_port():
     hint = lonely_hint(10, (Seed("a"), Seed("fd00::1", 7000)), multicast=False)
     assert f"no seed answered (a:{DEFAULT_PORT}, [fd00::1]:7000)" in hint and "multicast" not in hint

@@ -84,6 +84,12 @@ def lonely_hint(seconds: float, seeds: Sequence[Seed], multicast: bool) -> str:
             f"run rendezvous join with --peer and that TCP port {DEFAULT_PORT} (or the one given) "
             "passes between the nodes"
         )
+    if not multicast:
+        return (
+            f"no peer seen for {seconds:g}s: with --discovery unicast and no --peer, this node "
+            "learns only of the nodes whose --peer names it; check that they do and that TCP port "
+            f"{DEFAULT_PORT} (or the one given) passes between the nodes, or give this node a seed too"
+        )
     return (
         f"no peer seen for {seconds:g}s: multicast may be blocked on this network (cloud VPCs "
         "and many routed networks drop it). Give every node a seed: rendezvous join --peer HOST, "

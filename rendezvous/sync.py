@@ -57,9 +57,9 @@ def check_sync_dir(path: str) -> Path:
     """The directory `--sync-dir PATH` names, checked at startup, before the node joins
     anything: its real path (a symlink's target is synced, and stays where it is), which is
     a directory (not a mount point) or not there yet, in a directory where this process can
-    write: the copy is staged beside it and renamed into place, and the chief is remembered there. ConfigError
-    otherwise: a node whose copy could never be written must not become the chief whose
-    copy every other node takes."""
+    write: the copy is staged beside it and renamed into place, and the chief is remembered
+    there. ConfigError otherwise: a node whose copy could never be written must not become
+    the chief whose copy every other node takes."""
     root = Path(os.path.realpath(path))
     if root.exists() and not root.is_dir():
         raise ConfigError(f"--sync-dir {path}: not a directory")

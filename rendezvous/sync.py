@@ -60,7 +60,7 @@ def check_sync_dir(path: str) -> Path:
     write: the copy is staged beside it and renamed into place, and the chief is remembered
     there. ConfigError otherwise: a node whose copy could never be written must not become
     the chief whose copy every other node takes."""
-    root = Path(os.path.realpath(path))
+    root = Path(os.path.realpath(os.path.expanduser(path)))  # ~ as --token-file has it
     if root.exists() and not root.is_dir():
         raise ConfigError(f"--sync-dir {path}: not a directory")
     if os.path.ismount(root):

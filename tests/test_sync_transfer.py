@@ -180,6 +180,12 @@ def test_a_sync_dir_not_there_yet_is_usable_and_nothing_is_made_at_the_start(tmp
     assert os.listdir(tmp_path) == []
 
 
+def test_a_sync_dir_under_home_is_found_from_a_tilde(tmp_path, monkeypatch):
+    """As a config file gives it: no shell expands the ~ there."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert check_sync_dir("~/ckpt") == tmp_path / "ckpt"
+
+
 def test_a_symlinked_sync_dir_fills_the_directory_it_points_to_and_stays_a_link(tmp_path):
     """A link to a bigger disk must not become a real directory on the small one."""
     write(tmp_path / "src", CHECKPOINT)

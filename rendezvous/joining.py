@@ -67,6 +67,7 @@ class Joiner:
         self._follower: Optional[ProgressFollower] = None
         self._progressed = asyncio.Event()
         self._sender: Optional[asyncio.Task] = None
+        self._syncing: Optional[asyncio.Task] = None
         timings = config.timings
         self.state = Member(res.me, timings.suspect_after, liveness_timeout=config.liveness_timeout)
 
@@ -102,6 +103,10 @@ class Joiner:
             if task is not None:
                 task.cancel()
         self._beats = None
+        if self._syncing is not None:  # the round ended while this node pulled a copy
+            self._syncing.cancel()
+            await asyncio.gather(self._syncing, return_exceptions=True)  # DIR as it was
+            self._syncing = None
         if self._follower is not None:
             await self._follower.close()
         if self.session is not None:
@@ -142,7 +147,10 @@ class Joiner:
                 elif isinstance(action, machine.Report):
                     await self._report(action)
                 elif isinstance(action, machine.Sync):
-                    await self._sync(action.order)
+                    # In a task of its own, the coordinator still read meanwhile: an abort
+                    # (a member lost, the source frozen) ends the round at once, not when
+                    # the transfer ends or fails; `close` then cancels the pull.
+                    self._syncing = asyncio.create_task(self._sync(action.order), name="sync")
                 elif isinstance(action, machine.Start):
                     self._start(action.delay, self.state.membership)
                     return action
@@ -296,7 +304,11 @@ class Joiner:
         assert self.session is not None and self._res.sync is not None
         round = self.state.round or self._round
         pull = transfer.pull(self._res.sync, order, self._res.me, self._config.job, round, self._res.keys)
-        manifest, error = await self._res.sync.attempt(pull)
+        try:
+            manifest, error = await self._res.sync.attempt(pull)
+        except Exception as exc:  # a bug: fail the round with it rather than never report
+            log.exception("--sync-dir: the copy failed")
+            manifest, error = None, f"--sync-dir: the copy failed: {exc!r}"
         try:
             await self.session.synced(manifest.digest if manifest else "", error)
         except SessionLost:

@@ -21,7 +21,7 @@ import shutil
 import stat
 import time
 from pathlib import Path
-from typing import AsyncIterator, Awaitable, BinaryIO, Callable, Optional
+from typing import AsyncIterator, Awaitable, BinaryIO, Callable, Optional, TypeVar
 
 from .core.manifest import (
     FileEntry,
@@ -43,6 +43,21 @@ log = logging.getLogger(__name__)
 CHUNK = 1 << 20
 
 Chunks = AsyncIterator[tuple[str, int, bytes]]
+T = TypeVar("T")
+
+
+async def _in_thread(work: Callable[..., T], *args: object) -> T:
+    """`work(*args)` in a thread, as asyncio.to_thread; but cancelled, it waits for the
+    thread to return before it raises: the cleanup that follows a cancelled pull must not
+    race a thread still writing into the staging directory, or part of it is left behind."""
+    job = asyncio.ensure_future(asyncio.to_thread(work, *args))
+    try:
+        return await asyncio.shield(job)
+    except asyncio.CancelledError:
+        await asyncio.wait({job})
+        if not job.cancelled():
+            job.exception()  # retrieved: the cancellation is what goes on
+        raise
 
 
 def _hash_file(path: str) -> str:
@@ -146,18 +161,18 @@ class SyncDir:
         progress.start(plan.fetch_bytes)
         staging = self.root.parent / f".{self.root.name}.rendezvous-{os.urandom(4).hex()}"
         try:
-            await asyncio.to_thread(self._stage, staging, plan.keep, plan.copy)
+            await _in_thread(self._stage, staging, plan.keep, plan.copy)
             receiver = _Receiver(staging, plan.fetch)
             try:
                 async for path, offset, data in fetch([f.path for f in plan.fetch]):
-                    await asyncio.to_thread(receiver.write, path, offset, data)
+                    await _in_thread(receiver.write, path, offset, data)
                     progress.add(len(data))
-                await asyncio.to_thread(receiver.close)
+                await _in_thread(receiver.close)
             finally:
                 receiver.abandon()
-            await asyncio.to_thread(self._swap, staging)
+            await _in_thread(self._swap, staging)
         except BaseException:
-            await asyncio.to_thread(shutil.rmtree, staging, True)
+            await _in_thread(shutil.rmtree, staging, True)
             raise
         progress.done()
         self._remember(source)

@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import secrets
+import signal
 import sys
 import time
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from peers import join_argv, start_peer
-from test_restart_loopback import ADDRESSES, FAST
+from test_restart_loopback import ADDRESSES, FAST, wait_for_log
 
 COMMAND = Path(__file__).with_name("sync_command.py")
 
@@ -132,3 +133,33 @@ def test_a_directory_over_the_limit_ends_the_job_naming_its_size(tmp_path, job):
         assert peer.wait() == 6, peer.log
         assert "holds 5.0 kB (5000 bytes), more than --sync-max-bytes 4096" in peer.log, peer.log
     assert records(tmp_path, 1) == []
+
+
+def test_an_abort_while_a_member_pulls_ends_the_round_without_waiting_for_the_transfer(tmp_path, job):
+    """The source freezes (SIGSTOP) while the coordinator's own member pulls its copy: the
+    coordinator aborts the round after the liveness timeout, and its member acts on that at
+    once, cancelling the pull, instead of when the frozen stream fails (HTTP/2 keepalive,
+    5 s + 5 s here). Thawed, the source syncs in round 2 and the job completes."""
+    with open(tmp_path / "big", "wb") as f:
+        f.write(os.urandom(1 << 20) * 400)  # 400 MiB: a transfer of a second or more
+    (tmp_path / "dir-1").mkdir()
+    os.replace(tmp_path / "big", tmp_path / "dir-1" / "big")
+    options = ["--liveness-timeout", "1.5", "--timings", "keepalive=5,suspect-after=1,end-grace=0.5"]
+    peers = [
+        start_peer(join_argv(2, job, tmp_path / "out", address=ADDRESSES[i],
+                             options=[*options, "--sync-dir", str(tmp_path / f"dir-{i}")], command=["true"]),
+                   tmp_path, f"peer-{i}")
+        for i in range(2)
+    ]
+    wait_for_log(peers[0], f"from {ADDRESSES[1]}: 0%", timeout=60)
+    peers[1].proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_for_log(peers[0], "round 1 ended", timeout=30)
+    finally:
+        peers[1].proc.send_signal(signal.SIGCONT)
+    for peer in peers:
+        assert peer.wait() == 0, peer.log
+    assert "fetching from" not in peers[0].log, peers[0].log  # cancelled, not failed
+    assert listing(tmp_path / "dir-0") == listing(tmp_path / "dir-1")
+    left = [n for n in os.listdir(tmp_path) if ".rendezvous-" in n and not n.endswith(".rendezvous-chief")]
+    assert left == []  # no staging directory of the cancelled pull

@@ -8,6 +8,8 @@ import ipaddress
 import os
 import re
 import secrets
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -289,6 +291,35 @@ def test_a_swap_that_fails_half_way_puts_the_old_directory_back(tmp_path, monkey
         run(pull_from(tmp_path / "src", tmp_path / "dest"))
     assert contents(tmp_path / "dest") == stale
     assert sorted(os.listdir(tmp_path)) == ["dest", "src"]
+
+
+def test_a_pull_cancelled_while_a_thread_writes_leaves_nothing_behind(tmp_path, monkeypatch):
+    """The round ended (an abort read while this node pulls) while a chunk was being
+    written in a thread: the staging directory is removed only once that write is done,
+    so nothing of it is left beside DIR, which is as it was."""
+    write(tmp_path / "src", CHECKPOINT)
+    write(tmp_path / "dest", {"old": b"kept"})
+    writing = threading.Event()
+    original = sync_module._Receiver.write
+
+    def slow_write(self, path, offset, data):
+        writing.set()
+        time.sleep(0.3)  # still writing when the pull is cancelled
+        original(self, path, offset, data)
+
+    monkeypatch.setattr(sync_module._Receiver, "write", slow_write)
+
+    async def cancelled():
+        task = asyncio.ensure_future(pull_from(tmp_path / "src", tmp_path / "dest"))
+        while not writing.is_set():
+            await asyncio.sleep(0.005)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run(cancelled())  # returns once every thread it started is done
+    assert sorted(os.listdir(tmp_path)) == ["dest", "src"]
+    assert contents(tmp_path / "dest") == {"old": b"kept"}
 
 
 def test_a_fifo_is_refused(tmp_path):

@@ -265,8 +265,8 @@ class Node:
             raise _Stopped()
         raise RendezvousTimeout(
             f"no rendezvous within --timeout {timeout:g}s: {self.view.missing_summary()}. "
-            "Check that every node runs the same --job and --expect and that multicast "
-            "(UDP 5353) passes between them, or give seeds with --peer"
+            "Check that every node runs the same --job, --expect and --token-file and that "
+            "multicast (UDP 5353) passes between them, or give seeds with --peer"
         )
 
     # -- discovery -----------------------------------------------------------------

@@ -316,6 +316,17 @@ def test_missing_summary_alone():
     assert PeerView(ME).missing_summary().endswith("; 2 never appeared")
 
 
+def test_missing_summary_names_the_peers_left_out_for_the_token_and_does_not_count_them():
+    """Seen, but failing authentication (another token) or without a token: they do not
+    make the job, and saying "0 never appeared" of them would hide why it did not form."""
+    me = replace(ME, auth=True)
+    v = view(replace(LOW, auth=True), replace(HIGH, auth=False), me=me).distrust(LOW.node_id)
+    assert v.missing_summary() == (
+        "saw 1 of 3 peers of job 'job': 10.0.0.10 (aaaaaaaa); left out, not holding this node's token: "
+        "10.0.0.9 (bbbbbbbb), 10.0.0.100 (cccccccc); 2 never appeared"
+    )
+
+
 def test_missing_summary_never_goes_negative():
     extra = advert("10.0.0.200", "dddddddd")
     assert view(LOW, HIGH, extra).missing_summary().endswith("; 0 never appeared")

@@ -269,14 +269,20 @@ class PeerView:
         return sorted(a.peer for a in self.others.values() if self.is_suspected(a.node_id, now))
 
     def missing_summary(self) -> str:
-        """For the timeout message: who was seen, and how many never appeared."""
-        missing = max(0, self.me.expect.min - len(self.peers))
-        addresses = [p.address for p in self.peers]
+        """For the timeout message: who was seen and counts, who was seen but left out (it
+        failed authentication, or has no token where this node has one), and how many
+        never appeared."""
+        counted = sorted([self.me.peer, *(a.peer for a in self._counted)])
+        left_out = sorted(a.peer for a in self._usable.values() if not self._trusted(a))
+        missing = max(0, self.me.expect.min - len(counted))
+        addresses = [p.address for p in counted]
         shared = sorted({a for a in addresses if addresses.count(a) > 1})
         twins = "".join(f"; {shared_address(a, f'{addresses.count(a)} nodes')}" for a in shared)
+        untrusted = (f"; left out, not holding this node's token: {describe_peers(left_out)}"
+                     if left_out else "")
         return (
-            f"saw {len(self.peers)} of {self.me.expect.describe()} peers of job {self.me.job!r}: "
-            f"{describe_peers(self.peers)}; {missing} never appeared{twins}"
+            f"saw {len(counted)} of {self.me.expect.describe()} peers of job {self.me.job!r}: "
+            f"{describe_peers(counted)}{untrusted}; {missing} never appeared{twins}"
         )
 
 

@@ -430,7 +430,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("command", Kind.COMMAND, _command_problem, None, group="launch", metavar="COMMAND",
            help="the command to run on every peer (default: the bundled trainer)"),
     Option("timeout", Kind.SECONDS, _timeout_problem, None, group="job", metavar="SECONDS",
-           help="give up if the command has not started after this long (default: wait forever)"),
+           help="give up if the job has not formed (its member list frozen) after this long; a "
+                "round frozen in time goes on to its start, however long a --sync-dir copy takes "
+                "(default: wait forever)"),
     Option("settle", Kind.SECONDS, _grace_problem, 3.0, group="job", metavar="SECONDS",
            help="with --expect MIN:MAX, how long a round with at least MIN peers waits for "
                 "another one before it starts (default: 3)"),

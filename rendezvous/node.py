@@ -214,7 +214,10 @@ class Node:
         )
         began = time.monotonic()
         try:
-            end = await self._until_stopped(self._joiner.rendezvous(), self.config.timeout)
+            # --timeout is for the peers to come: a round frozen before it passes goes on to
+            # its start (a --sync-dir copy may take minutes), watched by the liveness timeout.
+            joiner = self._joiner
+            end = await self._until_stopped(joiner.rendezvous(), self.config.timeout, lambda: not joiner.state.frozen)
             if end is not None:
                 return end
             self._rendezvous_seconds = time.monotonic() - began
@@ -249,12 +252,17 @@ class Node:
             ("close the Join stream", self._joiner.close if self._joiner else None),
         )
 
-    async def _until_stopped(self, awaitable: Awaitable[T], timeout: Optional[float] = None) -> T:
-        """Await `awaitable` unless a stop signal or the timeout comes first."""
+    async def _until_stopped(
+        self, awaitable: Awaitable[T], timeout: Optional[float] = None, waiting: Callable[[], bool] = lambda: True,
+    ) -> T:
+        """Await `awaitable` unless a stop signal comes first, or the timeout while
+        `waiting()` still holds at its end."""
         work = asyncio.ensure_future(awaitable)
         stop = asyncio.ensure_future(self._stopping.wait())
         try:
             done, _ = await asyncio.wait({work, stop}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            if not done and not waiting():
+                done, _ = await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stop.cancel()
         if work in done:

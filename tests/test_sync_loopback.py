@@ -163,3 +163,23 @@ def test_an_abort_while_a_member_pulls_ends_the_round_without_waiting_for_the_tr
     assert listing(tmp_path / "dir-0") == listing(tmp_path / "dir-1")
     left = [n for n in os.listdir(tmp_path) if ".rendezvous-" in n and not n.endswith(".rendezvous-chief")]
     assert left == []  # no staging directory of the cancelled pull
+
+
+def test_timeout_is_for_the_peers_to_come_not_for_the_copy_after_the_freeze(tmp_path, job):
+    """--timeout 2 and a copy that takes longer than that once the round is frozen: the job
+    starts when the copy is done (it ended with 3, "no rendezvous within --timeout: saw 2
+    of 2 peers ... 0 never appeared", in the middle of the copy)."""
+    with open(tmp_path / "big", "wb") as f:
+        f.write(os.urandom(1 << 20) * 800)  # 800 MiB: hashed twice and sent, well over 2 s
+    (tmp_path / "dir-1").mkdir()
+    os.replace(tmp_path / "big", tmp_path / "dir-1" / "big")
+    peers = [
+        start_peer(join_argv(2, job, tmp_path / "out", address=ADDRESSES[i], command=["true"],
+                             options=["--timeout", "2", "--sync-dir", str(tmp_path / f"dir-{i}")]),
+                   tmp_path, f"peer-{i}")
+        for i in range(2)
+    ]
+    for peer in peers:
+        assert peer.wait() == 0, peer.log
+    assert "from 127.0.0.3: 100%" in peers[0].log, peers[0].log
+    assert listing(tmp_path / "dir-0") == listing(tmp_path / "dir-1")

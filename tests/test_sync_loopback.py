@@ -135,22 +135,27 @@ def test_a_directory_over_the_limit_ends_the_job_naming_its_size(tmp_path, job):
     assert records(tmp_path, 1) == []
 
 
+def start_a_big_copy(tmp_path: Path, job: str, mib: int, options: list[str]) -> list:
+    """Two nodes running `true`, the second holding `mib` MiB in its --sync-dir that the
+    first, with an empty one, pulls before the start."""
+    (tmp_path / "dir-1").mkdir()
+    with open(tmp_path / "dir-1" / "big", "wb") as f:
+        f.write(os.urandom(1 << 20) * mib)
+    return [
+        start_peer(join_argv(2, job, tmp_path / "out", address=ADDRESSES[i], command=["true"],
+                             options=[*options, "--sync-dir", str(tmp_path / f"dir-{i}")]),
+                   tmp_path, f"peer-{i}")
+        for i in range(2)
+    ]
+
+
 def test_an_abort_while_a_member_pulls_ends_the_round_without_waiting_for_the_transfer(tmp_path, job):
     """The source freezes (SIGSTOP) while the coordinator's own member pulls its copy: the
     coordinator aborts the round after the liveness timeout, and its member acts on that at
     once, cancelling the pull, instead of when the frozen stream fails (HTTP/2 keepalive,
     5 s + 5 s here). Thawed, the source syncs in round 2 and the job completes."""
-    with open(tmp_path / "big", "wb") as f:
-        f.write(os.urandom(1 << 20) * 400)  # 400 MiB: a transfer of a second or more
-    (tmp_path / "dir-1").mkdir()
-    os.replace(tmp_path / "big", tmp_path / "dir-1" / "big")
     options = ["--liveness-timeout", "1.5", "--timings", "keepalive=5,suspect-after=1,end-grace=0.5"]
-    peers = [
-        start_peer(join_argv(2, job, tmp_path / "out", address=ADDRESSES[i],
-                             options=[*options, "--sync-dir", str(tmp_path / f"dir-{i}")], command=["true"]),
-                   tmp_path, f"peer-{i}")
-        for i in range(2)
-    ]
+    peers = start_a_big_copy(tmp_path, job, 400, options)  # a transfer of a second or more
     wait_for_log(peers[0], f"from {ADDRESSES[1]}: 0%", timeout=60)
     peers[1].proc.send_signal(signal.SIGSTOP)
     try:
@@ -169,17 +174,8 @@ def test_timeout_is_for_the_peers_to_come_not_for_the_copy_after_the_freeze(tmp_
     """--timeout 2 and a copy that takes longer than that once the round is frozen: the job
     starts when the copy is done (it ended with 3, "no rendezvous within --timeout: saw 2
     of 2 peers ... 0 never appeared", in the middle of the copy)."""
-    with open(tmp_path / "big", "wb") as f:
-        f.write(os.urandom(1 << 20) * 800)  # 800 MiB: hashed twice and sent, well over 2 s
-    (tmp_path / "dir-1").mkdir()
-    os.replace(tmp_path / "big", tmp_path / "dir-1" / "big")
-    peers = [
-        start_peer(join_argv(2, job, tmp_path / "out", address=ADDRESSES[i], command=["true"],
-                             options=["--timeout", "2", "--sync-dir", str(tmp_path / f"dir-{i}")]),
-                   tmp_path, f"peer-{i}")
-        for i in range(2)
-    ]
+    peers = start_a_big_copy(tmp_path, job, 800, ["--timeout", "2"])  # hashed twice and sent: well over 2 s
     for peer in peers:
         assert peer.wait() == 0, peer.log
-    assert "from 127.0.0.3: 100%" in peers[0].log, peers[0].log
+    assert f"from {ADDRESSES[1]}: 100%" in peers[0].log, peers[0].log
     assert listing(tmp_path / "dir-0") == listing(tmp_path / "dir-1")

@@ -19,10 +19,12 @@ pytestmark = pytest.mark.training
 
 def train(tmp_path, addresses, trainer_options, hosts=None):
     """`rendezvous join` of the bundled trainer on each address (in the namespaces of
-    `hosts`, if given); the peers, their job's name as `job` of the first."""
+    `hosts`, if given), each with its own TMPDIR (`scratch(tmp_path, address)`); the peers,
+    their job's name as `job` of the first."""
     job = f"train-{secrets.token_hex(3)}"
     peers = []
     for i, address in enumerate(addresses):
+        scratch(tmp_path, address).mkdir(exist_ok=True)
         argv = [
             sys.executable, "-m", "rendezvous", "join", "--expect", str(len(addresses)),
             "--job", job, "--address", address, "--timeout", "60",
@@ -30,9 +32,14 @@ def train(tmp_path, addresses, trainer_options, hosts=None):
             "--", "--threads", "1", "--result-file", str(tmp_path / f"{address}.json"), *trainer_options,
         ]
         popen = hosts[i].popen if hosts else subprocess.Popen
-        peers.append(start_peer(argv, tmp_path, address, popen=popen))
+        peers.append(start_peer(argv, tmp_path, address, popen=popen,
+                                extra_env={"TMPDIR": str(scratch(tmp_path, address))}))
     peers[0].job = job
     return peers
+
+
+def scratch(tmp_path, address):
+    return tmp_path / f"tmp-{address}"
 
 
 def wait_for_epoch(peers, line, timeout=300):
@@ -95,7 +102,9 @@ def children(pid: int) -> list[int]:
 
 def test_a_killed_trainer_restarts_the_round_and_training_resumes_from_its_backup(tmp_path):
     """kill -9 of one trainer in epoch 3: every node stops its trainer, a new round forms by
-    itself, and training goes on from the last saved epoch to identical weights."""
+    itself, and training goes on from the last saved epoch to identical weights. The
+    trainer that was stopped leaves no temporary files (TensorFlow's autograph removes its
+    own only at a normal exit)."""
     addresses = ["127.0.0.2", "127.0.0.3"]
     options = ["--epochs", "4", "--backup-dir", str(tmp_path / "backup")]
     peers = train(tmp_path, addresses, options)
@@ -108,6 +117,7 @@ def test_a_killed_trainer_restarts_the_round_and_training_resumes_from_its_backu
     summaries = results(tmp_path, addresses)
     assert all(s["initial_epoch"] >= 2 for s in summaries), summaries
     assert len({s["weights_sha256"] for s in summaries}) == 1
+    assert list(scratch(tmp_path, addresses[0]).iterdir()) == []
 
 
 @pytest.mark.netns

@@ -1,13 +1,12 @@
-import os
 import sys
 
+from trainer import scratch
 from trainer.cli import main
 
+scratch.use_own_directory()
 code = main()
 if code:
     # After a failed collective, TensorFlow's and Keras' teardown can print
     # noise or block: leave at once.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    scratch.leave(code)
 sys.exit(code)

@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from trainer import ConfigError, pipeline, recipe, reporting
+from trainer import ConfigError, pipeline, recipe, reporting, scratch
 from trainer._keras import keras, tf
 from trainer.cli import EXIT_CLUSTER, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ClusterInfo
 
@@ -54,7 +54,7 @@ def exit_on_sigterm() -> None:
 
     def stop(signum, frame):
         print("trainer: stopped by SIGTERM", file=sys.stderr, flush=True)
-        os._exit(128 + signum)
+        scratch.leave(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)
 

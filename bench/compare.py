@@ -208,6 +208,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except OSError as e:
         parser.error(f"cannot write the report to {prefix.parent}: {e.strerror or e}")
     workdir = Path(tempfile.mkdtemp(prefix="rendezvous-compare-"))
+    # Every torchrun agent leaves a torchelastic_* directory in its temporary directory:
+    # the agents' temporary directory is removed with the rest.
+    (workdir / "tmp").mkdir()
+    os.environ["TMPDIR"] = str(workdir / "tmp")
     result: dict = {
         "schema": SCHEMA,
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),

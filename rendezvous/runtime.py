@@ -154,11 +154,13 @@ def find_registrations(directories: Iterable[Path]) -> list[Registration]:
 
 def remove_stale(directories: Iterable[Path], netns: int, alive: Callable[[int], bool]) -> None:
     """Remove the notes of daemons of this namespace that died without removing theirs
-    (killed with SIGKILL); best effort, e.g. another user's stay."""
+    (killed with SIGKILL), and their commands' progress files (`progress.create_progress_file`);
+    best effort, e.g. another user's stay."""
     for path, registration in _read_registrations(directories):
         if registration.netns == netns and not alive(registration.pid):
-            try:
-                path.unlink()
-                log.debug("removed %s: its daemon (pid %d) is gone", path, registration.pid)
-            except OSError:
-                pass
+            for leftover in (path, *path.parent.glob(f"{registration.node_id}-progress-*.jsonl")):
+                try:
+                    leftover.unlink()
+                    log.debug("removed %s: its daemon (pid %d) is gone", leftover, registration.pid)
+                except OSError:
+                    pass

@@ -86,10 +86,14 @@ def test_a_file_that_is_not_utf_8_or_too_long_is_ignored(tmp_path):
     assert find_registrations([tmp_path]) == []
 
 
-def test_notes_of_dead_daemons_of_this_namespace_are_removed(tmp_path):
+def test_notes_and_progress_files_of_dead_daemons_of_this_namespace_are_removed(tmp_path):
     dead = Registration("abcdef000001", 999_999, "j", "10.0.0.1:1", R.netns)
     elsewhere = Registration("abcdef000002", 999_998, "j", "10.0.0.1:2", R.netns + 1)
     for registration in (R, dead, elsewhere):
         register(registration, [tmp_path])
+        (tmp_path / f"{registration.node_id}-progress-x1y2.jsonl").write_text("")
     remove_stale([tmp_path], R.netns, lambda pid: pid == R.pid)
-    assert sorted(p.name for p in tmp_path.glob("*.json")) == ["abcdef000002.json", "abcdef012345.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "abcdef000002-progress-x1y2.jsonl", "abcdef000002.json",
+        "abcdef012345-progress-x1y2.jsonl", "abcdef012345.json",
+    ]

@@ -41,7 +41,7 @@ from .discovery import Discovery, DiscoveryEvent, DiscoveryFactory, Hinted, deli
 from .errors import AddressError
 from .launcher import check_command
 from .ports import PortReservation
-from .sync import SyncDir, check_sync_dir
+from .sync import SyncDir, check_sync_dir, remove_leftovers
 from .token import load_keys
 
 log = logging.getLogger(__name__)
@@ -182,6 +182,8 @@ def bind_resources(
     log.info("node %s uses %s: %s%s", node_id, address, choice.reason, also)
     check_command(config.command)
     sync_root = check_sync_dir(config.sync_dir) if config.sync_dir else None
+    if sync_root:
+        remove_leftovers(sync_root, runtime.pid_alive)
     addresses = [address, *([choice.alternate] if choice.alternate else [])]
     reservation = PortReservation(config.tf_port, ipv6=any(a.version == 6 for a in addresses))
     try:

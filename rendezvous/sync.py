@@ -96,6 +96,43 @@ def check_sync_dir(path: str) -> Path:
     return root
 
 
+def _beside(root: Path, what: str) -> Path:
+    """`.ROOT.rendezvous-WHAT` beside the synced directory `root`: on its filesystem (what is
+    renamed into its place must be), hidden, and not a name a user's file would have."""
+    return root.parent / f".{root.name}.rendezvous-{what}"
+
+
+def _own(root: Path, kind: str) -> Path:
+    """A new `staging` or `old` directory beside `root`, named with this process's pid so
+    that `remove_leftovers` knows when its writer is gone."""
+    return _beside(root, f"{kind}-{os.getpid()}-{os.urandom(4).hex()}")
+
+
+def remove_leftovers(root: Path, alive: Callable[[int], bool]) -> None:
+    """Clear what a daemon killed during a pull (kill -9, a power cut) left beside `root`: its
+    staging copy, which can be as big as the directory, and the old DIR if it was stopped
+    between the two renames of the swap, when DIR is missing: that one is put back. Only
+    what processes that are gone (not `alive`) left is touched."""
+    prefix = f".{root.name}.rendezvous-"
+    try:
+        names = sorted(n for n in os.listdir(root.parent) if n.startswith(prefix))
+    except OSError:
+        return  # no parent yet: nothing left there
+    for name in names:  # "old-..." before "staging-...": DIR is back before a staging copy goes
+        kind, _, rest = name[len(prefix):].partition("-")
+        pid = rest.split("-")[0]
+        if kind not in ("old", "staging") or not pid.isdigit() or alive(int(pid)):
+            continue
+        path = root.parent / name
+        if kind == "old" and not os.path.lexists(root):
+            os.rename(path, root)
+            log.warning("--sync-dir %s was missing: put back from %s, where a daemon (pid %s) "
+                        "stopped during a copy had moved it", root, path, pid)
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        log.info("removed %s, left by a daemon (pid %s) stopped during a copy", path, pid)
+
+
 class SyncDir:
     """One node's synced directory. `manifest` is the last scan's."""
 
@@ -159,7 +196,7 @@ class SyncDir:
         if plan.empty:
             return local
         progress.start(plan.fetch_bytes)
-        staging = self.root.parent / f".{self.root.name}.rendezvous-{os.urandom(4).hex()}"
+        staging = _own(self.root, "staging")
         try:
             await _in_thread(self._stage, staging, plan.keep, plan.copy)
             receiver = _Receiver(staging, plan.fetch)
@@ -198,7 +235,7 @@ class SyncDir:
         old = None
         if self.root.exists():
             os.chmod(staging, stat.S_IMODE(self.root.stat().st_mode))
-            old = self.root.parent / f".{self.root.name}.rendezvous-old-{os.urandom(4).hex()}"
+            old = _own(self.root, "old")
             os.rename(self.root, old)
         try:
             os.rename(staging, self.root)
@@ -223,7 +260,7 @@ class SyncDir:
 
     @property
     def _chief_file(self) -> Path:
-        return self.root.parent / f".{self.root.name}.rendezvous-chief"
+        return _beside(self.root, "chief")
 
     def remember_chief(self, chief: PreviousChief) -> None:
         """Kept beside the directory, so that a daemon started again (all of them, after a

@@ -179,3 +179,27 @@ def test_timeout_is_for_the_peers_to_come_not_for_the_copy_after_the_freeze(tmp_
         assert peer.wait() == 0, peer.log
     assert f"from {ADDRESSES[1]}: 100%" in peers[0].log, peers[0].log
     assert listing(tmp_path / "dir-0") == listing(tmp_path / "dir-1")
+
+
+def test_a_member_killed_during_its_pull_clears_what_it_left_when_it_is_back(tmp_path, job):
+    """kill -9 of the daemon that pulls its copy leaves its staging directory beside DIR, as
+    big as what it had fetched; started again, it removes that, syncs, and the job runs."""
+    options = ["--liveness-timeout", "1.5", "--timings", "keepalive=5,suspect-after=1,end-grace=0.5"]
+    peers = start_a_big_copy(tmp_path, job, 400, options)
+
+    def staged() -> list[Path]:
+        return [p for p in tmp_path.glob(".dir-0.rendezvous-*") if (p / "big").exists()]
+
+    deadline = time.monotonic() + 60
+    while not staged():
+        assert time.monotonic() < deadline and peers[0].proc.poll() is None, peers[0].log
+        time.sleep(0.01)
+    peers[0].proc.kill()
+    peers[0].proc.wait()
+    assert staged()  # what the kill left
+    again = start_peer(list(peers[0].proc.args), tmp_path, "peer-0-again")
+    for peer in (again, peers[1]):
+        assert peer.wait() == 0, peer.log
+    assert listing(tmp_path / "dir-0") == listing(tmp_path / "dir-1")
+    left = [n for n in os.listdir(tmp_path) if ".rendezvous-" in n and not n.endswith(".rendezvous-chief")]
+    assert left == [], again.log

@@ -322,6 +322,49 @@ def test_a_pull_cancelled_while_a_thread_writes_leaves_nothing_behind(tmp_path, 
     assert contents(tmp_path / "dest") == {"old": b"kept"}
 
 
+DEAD, LIVING = 999_999, os.getpid()
+
+
+def test_what_a_daemon_killed_during_a_pull_left_is_removed_at_the_next_start(tmp_path):
+    """Its staging copy (as big as the directory) and an old DIR it had moved away; what a
+    running daemon, a user or another directory has there stays."""
+    write(tmp_path / "dest", {"a": b"new"})
+    left = {f".dest.rendezvous-staging-{DEAD}-0000aaaa": {"big": b"x" * 5000},
+            f".dest.rendezvous-old-{DEAD}-0000bbbb": {"a": b"old"}}
+    kept = {f".dest.rendezvous-staging-{LIVING}-0000cccc": {"big": b"pulling"},
+            f".other.rendezvous-staging-{DEAD}-0000dddd": {"b": b"another directory's"},
+            ".dest.rendezvous-staging-mine": {"c": b"a user's"}}
+    for name, files in {**left, **kept}.items():
+        write(tmp_path / name, files)
+    sync_module.remove_leftovers(tmp_path / "dest", alive=lambda pid: pid == LIVING)
+    assert sorted(os.listdir(tmp_path)) == sorted(["dest", *kept])
+    assert contents(tmp_path / "dest") == {"a": b"new"}
+
+
+def test_a_directory_moved_away_by_a_daemon_killed_in_its_swap_is_put_back(tmp_path):
+    """Killed between the swap's two renames: DIR is missing, the old one and the finished
+    staging copy beside it. The old DIR goes back into place; the staging copy goes."""
+    write(tmp_path / f".dest.rendezvous-old-{DEAD}-0000aaaa", {"a": b"old"})
+    write(tmp_path / f".dest.rendezvous-staging-{DEAD}-0000bbbb", {"a": b"new"})
+    sync_module.remove_leftovers(tmp_path / "dest", alive=lambda pid: False)
+    assert sorted(os.listdir(tmp_path)) == ["dest"]
+    assert contents(tmp_path / "dest") == {"a": b"old"}
+
+
+def test_a_pull_stages_beside_the_directory_under_its_own_pid(tmp_path, monkeypatch):
+    """The names `remove_leftovers` goes by: a pull's staging and old directories carry the
+    pid of the daemon that made them."""
+    write(tmp_path / "src", CHECKPOINT)
+    write(tmp_path / "dest", {"old": b"x"})
+    made = []
+    rename = os.rename
+    monkeypatch.setattr("rendezvous.sync.os.rename", lambda a, b: (made.append((Path(a).name, Path(b).name)), rename(a, b)))
+    run(pull_from(tmp_path / "src", tmp_path / "dest"))
+    assert [tuple(re.sub(r"-[0-9a-f]{8}$", "", n) for n in pair) for pair in made] == [
+        ("dest", f".dest.rendezvous-old-{LIVING}"), (f".dest.rendezvous-staging-{LIVING}", "dest")]
+    assert sorted(os.listdir(tmp_path)) == ["dest", "src"]
+
+
 def test_a_fifo_is_refused(tmp_path):
     (tmp_path / "d").mkdir()
     os.mkfifo(tmp_path / "d" / "pipe")

@@ -7,7 +7,8 @@ member's, all or nothing.
             fetched files (checked by SHA-256) -> rename DIR away, staging -> DIR, remove
             the old one
 
-A failure before the renames leaves DIR as it was. Blocking work runs in a thread
+A failure before the renames leaves DIR as it was; what a daemon killed meanwhile leaves
+beside DIR, the next one clears at its start (`remove_leftovers`). Blocking work runs in a thread
 (asyncio.to_thread), never on the event loop: heartbeats go on while big files are hashed.
 """
 
@@ -125,9 +126,14 @@ def remove_leftovers(root: Path, alive: Callable[[int], bool]) -> None:
             continue
         path = root.parent / name
         if kind == "old" and not os.path.lexists(root):
-            os.rename(path, root)
-            log.warning("--sync-dir %s was missing: put back from %s, where a daemon (pid %s) "
-                        "stopped during a copy had moved it", root, path, pid)
+            try:
+                os.rename(path, root)
+            except OSError as exc:
+                log.warning("--sync-dir %s is missing, and putting it back from %s failed: %s",
+                            root, path, exc.strerror or exc)
+            else:
+                log.warning("--sync-dir %s was missing: put back from %s, where a daemon (pid %s) "
+                            "stopped during a copy had moved it", root, path, pid)
             continue
         shutil.rmtree(path, ignore_errors=True)
         log.info("removed %s, left by a daemon (pid %s) stopped during a copy", path, pid)

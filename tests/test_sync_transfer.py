@@ -351,6 +351,18 @@ def test_a_directory_moved_away_by_a_daemon_killed_in_its_swap_is_put_back(tmp_p
     assert contents(tmp_path / "dest") == {"a": b"old"}
 
 
+def test_a_directory_that_cannot_be_put_back_is_said_not_raised(tmp_path, monkeypatch, caplog):
+    write(tmp_path / f".dest.rendezvous-old-{DEAD}-0000aaaa", {"a": b"old"})
+
+    def refused(src, dst):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("rendezvous.sync.os.rename", refused)
+    sync_module.remove_leftovers(tmp_path / "dest", alive=lambda pid: False)
+    assert "--sync-dir" in caplog.text and "putting it back" in caplog.text and "Permission denied" in caplog.text
+    assert os.listdir(tmp_path) == [f".dest.rendezvous-old-{DEAD}-0000aaaa"]  # kept, not removed
+
+
 def test_a_pull_stages_beside_the_directory_under_its_own_pid(tmp_path, monkeypatch):
     """The names `remove_leftovers` goes by: a pull's staging and old directories carry the
     pid of the daemon that made them."""

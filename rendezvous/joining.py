@@ -198,7 +198,7 @@ class Joiner:
         """What the coordinator says, changes of whom to join, the command's end, and the
         coordinator's silence, as they come."""
         receive = asyncio.ensure_future(session.receive())
-        heard = time.monotonic()
+        heard = looked = time.monotonic()
         stopped_since: Optional[float] = None
         try:
             while True:
@@ -207,14 +207,18 @@ class Joiner:
                 self._res.view_changed.clear()
                 changed = asyncio.ensure_future(self._res.view_changed.wait())
                 waiting = {receive, changed} | ({exited} if exited and not exited.done() else set())
-                poll, asked = self._poll(view, exited), time.monotonic()
+                poll = self._poll(view, exited)
                 await asyncio.wait(waiting, timeout=poll, return_when=asyncio.FIRST_COMPLETED)
                 changed.cancel()
                 now = time.monotonic()
-                if poll is not None and paused(asked + poll, now, self.state.heartbeat_interval):
+                # From the last look, not from this wait's start: a stop that came while the
+                # last event was handled is this node's too, and what woke it may be older
+                # than anything the coordinator, resumed as well, has sent since.
+                if poll is not None and paused(looked + poll, now, self.state.heartbeat_interval):
                     log.warning("this node did not run for %.1f s (starved of CPU or stopped): "
-                                "the coordinator counts as heard now", now - asked - poll)
+                                "the coordinator counts as heard now", now - looked - poll)
                     heard = max(heard, now)  # what it sent meanwhile may not be read yet
+                looked = now
                 while receive.done():
                     try:
                         yield receive.result()

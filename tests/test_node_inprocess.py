@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sys
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -259,3 +261,39 @@ def test_the_coordinator_sends_who_has_joined_at_most_once_per_waiting_every(tmp
     for waitings in by_node.values():
         assert len(waitings) == 1, by_node
         assert len(waitings[0].joined) == 4
+
+
+def test_a_member_that_did_not_run_between_two_looks_does_not_blame_its_coordinator(tmp_path, monkeypatch, caplog):
+    """The process stops (SIGSTOP, starved of CPU) right after the member looked at its stream,
+    while it handles what it read, not while it waits on the stream: resumed, the member
+    must find that it was the one not running, as when the stop comes during the wait,
+    and not count the coordinator lost for a silence it did not listen to. (Both nodes
+    share this process: the coordinator does not run either.)"""
+    from rendezvous import joining
+    from rendezvous.core.member import MemberPhase, TargetChanged
+
+    step, stopped = joining.machine.step, []
+
+    def stop_once_released(state, event, now):
+        if (isinstance(event, TargetChanged) and state.phase is MemberPhase.RELEASED
+                and not state.joined_to_self and not stopped):
+            stopped.append(now)
+            time.sleep(2.0)  # the whole process: 4 liveness timeouts
+            # and what came meanwhile (mDNS, here) wakes it at once: it looks before the
+            # coordinator, stopped too, has sent anything
+            asyncio.get_running_loop().call_soon(nodes[1]._res.view_changed.set)
+        return step(state, event, now)
+
+    monkeypatch.setattr(joining.machine, "step", stop_once_released)
+    bus = Bus()
+    nodes = [
+        Node(JoinConfig(expect=2, job="inproc", address=f"127.0.0.{h}", timeout=20.0, timings=FAST,
+                        liveness_timeout=0.5, command=(sys.executable, "-c", "import time; time.sleep(3)")),
+             discovery=bus.discovery)
+        for h in (28, 29)
+    ]
+    with caplog.at_level(logging.INFO):
+        assert asyncio.run(run_nodes(*nodes)) == [0, 0]
+    assert stopped, "the member never got to the stop"
+    assert "nothing heard from" not in caplog.text and "round 2" not in caplog.text, caplog.text
+    assert "did not run for" in caplog.text

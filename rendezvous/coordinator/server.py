@@ -465,14 +465,17 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
     async def _watch(self) -> None:
         """Ends the round when a member goes silent; runs from the freeze to the round's
         end, while anyone is joined."""
+        looked = time.monotonic()
         while self._outboxes and self.round.running:
-            deadline = time.monotonic() + self.heartbeat_interval
             await asyncio.sleep(self.heartbeat_interval)
             now = time.monotonic()
-            if rounds.paused(deadline, now, self.heartbeat_interval):
+            # From the last look, not from this sleep's start: a stop between the two is this
+            # node's too.
+            if rounds.paused(looked + self.heartbeat_interval, now, self.heartbeat_interval):
                 log.warning("this node did not run for %.1f s (starved of CPU or stopped): "
-                            "the members count as heard now", now - deadline)
+                            "the members count as heard now", now - looked - self.heartbeat_interval)
                 self.round = rounds.resumed(self.round, now)
+            looked = now
             self._apply(rounds.check_liveness(self.round, now, self._liveness, self._me.node_id))
             self._check_stragglers()
 

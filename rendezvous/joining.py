@@ -69,7 +69,8 @@ class Joiner:
         self._sender: Optional[asyncio.Task] = None
         self._syncing: Optional[asyncio.Task] = None
         timings = config.timings
-        self.state = Member(res.me, timings.suspect_after, liveness_timeout=config.liveness_timeout)
+        self.state = Member(res.me, timings.suspect_after, liveness_timeout=config.liveness_timeout,
+                            syncs=res.sync is not None)
 
     async def rendezvous(self) -> Optional[RoundEnd]:
         """Join until the command starts (None), or the round ends before (its end).

@@ -35,6 +35,7 @@ from rendezvous.core.member import (
     step,
 )
 from rendezvous.core.peer import Peer
+from rendezvous.core.record import replace
 from rendezvous.core.round import Policy
 from rendezvous.core.tf_config import Membership
 from rendezvous.errors import CoordinatorError, MembershipError
@@ -204,6 +205,19 @@ def test_losing_the_coordinator_while_running_ends_the_round_for_a_restart():
 def test_losing_the_coordinator_after_succeeding_is_success():
     result = step(finished(0), Lost("closed"), 0.0)
     assert result.action.completed and result.action.exit_code == 0
+
+
+def test_with_a_sync_dir_losing_the_coordinator_after_succeeding_ends_the_job_with_6():
+    """The job's end makes every --sync-dir the chief's copy, which only the coordinator
+    can say is done: without its word this node's copy may be stale (a next job would
+    resume from it), and the job ends failed, with no round after it."""
+    state = replace(finished(0), syncs=True)
+    action = step(state, Lost("nothing heard from it for 2.0 s"), 0.0).action
+    assert action == RoundEnd(
+        f"lost the coordinator {A.endpoint} after the command succeeded, before it said every --sync-dir "
+        "holds the chief's copy (this one may not): nothing heard from it for 2.0 s", 6, final=True,
+    )
+    assert step(state, Completed(), 0.0).action.exit_code == 0
 
 
 def test_losing_the_coordinator_after_failing_is_not():

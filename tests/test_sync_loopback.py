@@ -203,3 +203,30 @@ def test_a_member_killed_during_its_pull_clears_what_it_left_when_it_is_back(tmp
     assert listing(tmp_path / "dir-0") == listing(tmp_path / "dir-1")
     left = [n for n in os.listdir(tmp_path) if ".rendezvous-" in n and not n.endswith(".rendezvous-chief")]
     assert left == [], again.log
+
+
+def test_a_chief_frozen_during_the_copy_after_the_job_fails_the_job_on_the_member(tmp_path, job):
+    """The copy of the chief's DIR after the job is part of it: a member that loses the
+    coordinator (the chief, frozen) while it pulls that copy ends with 6 and says its DIR
+    may not be the chief's, instead of 0 and 'lost the coordinator after the command
+    succeeded'. Its DIR is left as it was, and the chief fails the job too."""
+    options = ["--liveness-timeout", "1.5", "--timings", "keepalive=5,suspect-after=1,end-grace=0.5"]
+    put(tmp_path / "dir-1", {"mine": "stale\n"}, 1_600_000_000)
+    peers = []
+    for i in range(2):
+        root = tmp_path / f"dir-{i}"
+        chief_writes = f'if [ "$RENDEZVOUS_RANK" = 0 ]; then head -c {400 << 20} /dev/urandom > "{root}/big"; fi'
+        argv = join_argv(2, job, tmp_path / "out", address=ADDRESSES[i], command=["sh", "-c", chief_writes],
+                         options=[*options, "--sync-dir", str(root)])
+        peers.append(start_peer(argv, tmp_path, f"peer-{i}"))
+    wait_for_log(peers[1], f"from {ADDRESSES[0]}: 0%", timeout=60)
+    peers[0].proc.send_signal(signal.SIGSTOP)
+    try:
+        assert peers[1].wait() == 6, peers[1].log
+    finally:
+        peers[0].proc.send_signal(signal.SIGCONT)
+    assert peers[0].wait() == 6, peers[0].log
+    assert "before it said every --sync-dir holds the chief's copy (this one may not)" in peers[1].log
+    assert listing(tmp_path / "dir-1") == {"mine": hashlib.sha256(b"stale\n").hexdigest()}
+    left = [n for n in os.listdir(tmp_path) if ".rendezvous-" in n and not n.endswith(".rendezvous-chief")]
+    assert left == []

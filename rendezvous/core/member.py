@@ -220,6 +220,9 @@ class Member:
 
     `liveness_timeout` is this node's own until the freeze, then the coordinator's: a
     member heartbeats at a fifth of it and counts the coordinator lost after it.
+
+    `syncs`: this node has a --sync-dir, so its job is done only once the coordinator says
+    every copy is the chief's (Completed), not when its command succeeded.
     """
 
     me: Peer
@@ -233,6 +236,7 @@ class Member:
     # What the preflight said of this round: its refusal, or the differences it allowed.
     preflight: tuple[str, ...] = ()
     liveness_timeout: float = 5.0
+    syncs: bool = False
 
     @property
     def heartbeat_interval(self) -> float:
@@ -324,6 +328,11 @@ def _while_running(state: Member, event: MemberEvent) -> Step:
     if isinstance(event, SyncFrom) and event.final and state.exit_code == 0:
         return Step(state, Sync(event))
     if isinstance(event, Lost):
+        if state.exit_code == 0 and state.syncs:  # the copy of the chief's DIR is not known done
+            return _end(state, RoundEnd(
+                f"lost the coordinator {state.endpoint} after the command succeeded, before it said every "
+                f"--sync-dir holds the chief's copy (this one may not): {event.reason}", ROUND_FAILED, final=True,
+            ))
         if state.exit_code == 0:  # this node's part is done; nothing is left to restart for
             return _end(state, RoundEnd(f"lost the coordinator after the command succeeded: {event.reason}", 0, True, True))
         return _end(state, RoundEnd(f"lost the coordinator {state.endpoint}: {event.reason}", ROUND_FAILED))

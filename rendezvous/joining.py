@@ -199,7 +199,11 @@ class Joiner:
         """What the coordinator says, changes of whom to join, the command's end, and the
         coordinator's silence, as they come."""
         receive = asyncio.ensure_future(session.receive())
-        heard = looked = time.monotonic()
+        # Seconds spent listening since the coordinator was last heard: its silence counts
+        # only while this node waits on the stream, not while it does something else
+        # (scans its --sync-dir, arms the command) or is stopped between two waits, when
+        # what the coordinator sent, or did not send as it was stopped too, is not known yet.
+        silence = 0.0
         stopped_since: Optional[float] = None
         try:
             while True:
@@ -208,18 +212,16 @@ class Joiner:
                 self._res.view_changed.clear()
                 changed = asyncio.ensure_future(self._res.view_changed.wait())
                 waiting = {receive, changed} | ({exited} if exited and not exited.done() else set())
-                poll = self._poll(view, exited)
+                poll, asked = self._poll(view, exited), time.monotonic()
                 await asyncio.wait(waiting, timeout=poll, return_when=asyncio.FIRST_COMPLETED)
                 changed.cancel()
                 now = time.monotonic()
-                # From the last look, not from this wait's start: a stop that came while the
-                # last event was handled is this node's too, and what woke it may be older
-                # than anything the coordinator, resumed as well, has sent since.
-                if poll is not None and paused(looked + poll, now, self.state.heartbeat_interval):
+                if poll is not None and paused(asked + poll, now, self.state.heartbeat_interval):
                     log.warning("this node did not run for %.1f s (starved of CPU or stopped): "
-                                "the coordinator counts as heard now", now - looked - poll)
-                    heard = max(heard, now)  # what it sent meanwhile may not be read yet
-                looked = now
+                                "the coordinator counts as heard now", now - asked - poll)
+                    silence = 0.0  # what it sent meanwhile may not be read yet
+                else:
+                    silence += now - asked
                 while receive.done():
                     try:
                         yield receive.result()
@@ -229,10 +231,10 @@ class Joiner:
                     except SessionLost as exc:
                         yield machine.Lost(str(exc))
                         return
-                    heard = now
+                    silence = 0.0
                     receive = asyncio.ensure_future(session.receive())
-                if self._silent_for(now - heard):
-                    yield machine.Lost(f"nothing heard from it for {now - heard:.1f} s")
+                if self._silent_for(silence):
+                    yield machine.Lost(f"nothing heard from it for {silence:.1f} s")
                     return
                 if exited is not None and exited.done() and not exited.cancelled():
                     yield machine.CommandExited(exited.result())
@@ -276,12 +278,14 @@ class Joiner:
         if self.state.liveness_timeout != self._config.liveness_timeout:
             log.info("the coordinator's liveness timeout of %g s rules this round (this node's: %g s)",
                      self.state.liveness_timeout, self._config.liveness_timeout)
+        assert self.session is not None
+        # The coordinator watches every member from the freeze on: a scan of a big
+        # --sync-dir (seconds per GB the first time) must not look like a frozen node.
+        if self._beats is None and not self.state.joined_to_self:
+            self._beats = asyncio.create_task(self._heartbeats(self.session), name="heartbeats")
         await self._launcher.arm(self._config.command, env)
         self._enter(Phase.FROZEN, membership)
         summary = await self._scan()
-        assert self.session is not None
-        if self._beats is None and not self.state.joined_to_self:
-            self._beats = asyncio.create_task(self._heartbeats(self.session), name="heartbeats")
         try:
             await self.session.ready(membership.digest, summary)
         except SessionLost:

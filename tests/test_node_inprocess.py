@@ -297,3 +297,31 @@ def test_a_member_that_did_not_run_between_two_looks_does_not_blame_its_coordina
     assert stopped, "the member never got to the stop"
     assert "nothing heard from" not in caplog.text and "round 2" not in caplog.text, caplog.text
     assert "did not run for" in caplog.text
+
+
+def test_a_member_busy_between_two_looks_neither_blames_its_coordinator_nor_says_it_was_stopped(tmp_path, monkeypatch, caplog):
+    """A member that takes long to confirm the frozen list (it scans a big --sync-dir: 4
+    liveness timeouts here) while the process runs: the coordinator's heartbeats wait in
+    the stream, and the member says neither that the coordinator went silent nor that it
+    did not run itself."""
+    from rendezvous import joining
+
+    scan = joining.Joiner._scan
+
+    async def slow_scan(self):
+        if not self.state.joined_to_self:
+            await asyncio.sleep(2.0)
+        return await scan(self)
+
+    monkeypatch.setattr(joining.Joiner, "_scan", slow_scan)
+    bus = Bus()
+    nodes = [
+        Node(JoinConfig(expect=2, job="inproc", address=f"127.0.0.{h}", timeout=20.0, timings=FAST,
+                        liveness_timeout=0.5, command=(sys.executable, "-c", "pass")),
+             discovery=bus.discovery)
+        for h in (30, 31)
+    ]
+    with caplog.at_level(logging.INFO):
+        assert asyncio.run(run_nodes(*nodes)) == [0, 0]
+    assert "nothing heard from" not in caplog.text and "did not run for" not in caplog.text, caplog.text
+    assert "round 2" not in caplog.text, caplog.text

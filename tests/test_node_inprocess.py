@@ -263,12 +263,22 @@ def test_the_coordinator_sends_who_has_joined_at_most_once_per_waiting_every(tmp
         assert len(waitings[0].joined) == 4
 
 
+def watched_pair(hosts, code: str) -> list:
+    """Two nodes of one job with a 0.5 s liveness timeout, each running Python `code`."""
+    bus = Bus()
+    return [
+        Node(JoinConfig(expect=2, job="inproc", address=f"127.0.0.{h}", timeout=20.0, timings=FAST,
+                        liveness_timeout=0.5, command=(sys.executable, "-c", code)), discovery=bus.discovery)
+        for h in hosts
+    ]
+
+
 def test_a_member_that_did_not_run_between_two_looks_does_not_blame_its_coordinator(tmp_path, monkeypatch, caplog):
     """The process stops (SIGSTOP, starved of CPU) right after the member looked at its stream,
-    while it handles what it read, not while it waits on the stream: resumed, the member
-    must find that it was the one not running, as when the stop comes during the wait,
-    and not count the coordinator lost for a silence it did not listen to. (Both nodes
-    share this process: the coordinator does not run either.)"""
+    while it handles what it read, not while it waits on the stream, and something pending
+    wakes it at once when it runs again: the member was not listening meanwhile, and must
+    not count the coordinator lost for that silence. (Both nodes share this process: the
+    coordinator, stopped too, finds its own pause.)"""
     from rendezvous import joining
     from rendezvous.core.member import MemberPhase, TargetChanged
 
@@ -285,25 +295,20 @@ def test_a_member_that_did_not_run_between_two_looks_does_not_blame_its_coordina
         return step(state, event, now)
 
     monkeypatch.setattr(joining.machine, "step", stop_once_released)
-    bus = Bus()
-    nodes = [
-        Node(JoinConfig(expect=2, job="inproc", address=f"127.0.0.{h}", timeout=20.0, timings=FAST,
-                        liveness_timeout=0.5, command=(sys.executable, "-c", "import time; time.sleep(3)")),
-             discovery=bus.discovery)
-        for h in (28, 29)
-    ]
+    nodes = watched_pair((28, 29), "import time; time.sleep(3)")
     with caplog.at_level(logging.INFO):
         assert asyncio.run(run_nodes(*nodes)) == [0, 0]
     assert stopped, "the member never got to the stop"
     assert "nothing heard from" not in caplog.text and "round 2" not in caplog.text, caplog.text
-    assert "did not run for" in caplog.text
+    assert "did not run for" in caplog.text  # the coordinator's watchdog
 
 
 def test_a_member_busy_between_two_looks_neither_blames_its_coordinator_nor_says_it_was_stopped(tmp_path, monkeypatch, caplog):
     """A member that takes long to confirm the frozen list (it scans a big --sync-dir: 4
-    liveness timeouts here) while the process runs: the coordinator's heartbeats wait in
-    the stream, and the member says neither that the coordinator went silent nor that it
-    did not run itself."""
+    liveness timeouts here) while the process runs: it heartbeats meanwhile, so the
+    coordinator keeps it (it dropped it as frozen, and the round, before), the
+    coordinator's heartbeats wait in the stream, and the member says neither that the
+    coordinator went silent nor that it did not run itself."""
     from rendezvous import joining
 
     scan = joining.Joiner._scan
@@ -314,13 +319,7 @@ def test_a_member_busy_between_two_looks_neither_blames_its_coordinator_nor_says
         return await scan(self)
 
     monkeypatch.setattr(joining.Joiner, "_scan", slow_scan)
-    bus = Bus()
-    nodes = [
-        Node(JoinConfig(expect=2, job="inproc", address=f"127.0.0.{h}", timeout=20.0, timings=FAST,
-                        liveness_timeout=0.5, command=(sys.executable, "-c", "pass")),
-             discovery=bus.discovery)
-        for h in (30, 31)
-    ]
+    nodes = watched_pair((30, 31), "pass")
     with caplog.at_level(logging.INFO):
         assert asyncio.run(run_nodes(*nodes)) == [0, 0]
     assert "nothing heard from" not in caplog.text and "did not run for" not in caplog.text, caplog.text

@@ -85,13 +85,19 @@ def live_registrations(
 
 
 def pid_alive(pid: int) -> bool:
+    """Whether `pid` runs. A daemon killed a moment ago can still be a zombie, until its
+    parent (an init that reaps slowly, in some containers) collects it: that one is dead."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True  # another user's daemon (the service's), alive
-    return True
+        pass  # another user's daemon (the service's)
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True  # no /proc to tell: the signal's word
 
 
 def register(registration: Registration, directories: Iterable[Path]) -> Optional[Path]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import time
 from rendezvous.core.record import asdict
 from pathlib import Path
 
@@ -78,6 +80,18 @@ def test_pid_alive_and_netns():
     assert pid_alive(os.getpid())
     assert not pid_alive(2**22 + 12345)
     assert current_netns() == os.stat("/proc/self/ns/net").st_ino
+
+
+def test_a_daemon_killed_but_not_yet_reaped_is_not_alive():
+    """A zombie still takes signal 0; `rendezvous status` right after a kill -9 said the
+    daemon 'did not answer' instead of dropping its note."""
+    child = subprocess.Popen(["true"])
+    try:
+        while open(f"/proc/{child.pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+            time.sleep(0.01)
+        assert not pid_alive(child.pid)
+    finally:
+        child.wait()
 
 
 def test_a_file_that_is_not_utf_8_or_too_long_is_ignored(tmp_path):

@@ -14,6 +14,7 @@ from typing import Mapping, Optional, Sequence, Union
 from . import gate
 from .errors import CommandNotExecutable, LaunchError
 from .notify import NOTIFY_VARIABLES
+from .runtime import process_state
 
 log = logging.getLogger(__name__)
 
@@ -204,12 +205,7 @@ class Launcher:
         `since` if it still is, `now` if it just became so, None if it runs."""
         if self._process is None or self.started_at is None or self._process.returncode is not None:
             return None
-        try:
-            with open(f"/proc/{self._process.pid}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            return None
-        if state not in (b"T", b"t"):
+        if process_state(self._process.pid) not in (b"T", b"t"):
             return None
         return now if since is None else since
 

@@ -84,6 +84,16 @@ def live_registrations(
     )
 
 
+def process_state(pid: int) -> Optional[bytes]:
+    """The state letter of `pid` in /proc (b"R", b"S", b"T" stopped, b"Z" zombie...), or
+    None when it cannot be read (gone, no /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
 def pid_alive(pid: int) -> bool:
     """Whether `pid` runs. A daemon killed a moment ago can still be a zombie, until its
     parent (an init that reaps slowly, in some containers) collects it: that one is dead."""
@@ -93,11 +103,7 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         pass  # another user's daemon (the service's)
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return True  # no /proc to tell: the signal's word
+    return process_state(pid) != b"Z"  # without /proc to tell, the signal's word
 
 
 def register(registration: Registration, directories: Iterable[Path]) -> Optional[Path]:

@@ -20,6 +20,7 @@ from rendezvous.runtime import (
     live_registrations,
     parse_registration,
     pid_alive,
+    process_state,
     register,
     remove_stale,
     unregister,
@@ -87,7 +88,7 @@ def test_a_daemon_killed_but_not_yet_reaped_is_not_alive():
     daemon 'did not answer' instead of dropping its note."""
     child = subprocess.Popen(["true"])
     try:
-        while open(f"/proc/{child.pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+        while process_state(child.pid) != b"Z":
             time.sleep(0.01)
         assert not pid_alive(child.pid)
     finally:

@@ -135,6 +135,11 @@ def test_a_directory_over_the_limit_ends_the_job_naming_its_size(tmp_path, job):
     assert records(tmp_path, 1) == []
 
 
+def leftovers(tmp_path: Path) -> list[str]:
+    """What a copy put beside the directories and left there, but for the chief's name."""
+    return [n for n in os.listdir(tmp_path) if ".rendezvous-" in n and not n.endswith(".rendezvous-chief")]
+
+
 def start_a_big_copy(tmp_path: Path, job: str, mib: int, options: list[str]) -> list:
     """Two nodes running `true`, the second holding `mib` MiB in its --sync-dir that the
     first, with an empty one, pulls before the start."""
@@ -166,8 +171,7 @@ def test_an_abort_while_a_member_pulls_ends_the_round_without_waiting_for_the_tr
         assert peer.wait() == 0, peer.log
     assert "fetching from" not in peers[0].log, peers[0].log  # cancelled, not failed
     assert listing(tmp_path / "dir-0") == listing(tmp_path / "dir-1")
-    left = [n for n in os.listdir(tmp_path) if ".rendezvous-" in n and not n.endswith(".rendezvous-chief")]
-    assert left == []  # no staging directory of the cancelled pull
+    assert leftovers(tmp_path) == []  # no staging directory of the cancelled pull
 
 
 def test_timeout_is_for_the_peers_to_come_not_for_the_copy_after_the_freeze(tmp_path, job):
@@ -201,8 +205,7 @@ def test_a_member_killed_during_its_pull_clears_what_it_left_when_it_is_back(tmp
     for peer in (again, peers[1]):
         assert peer.wait() == 0, peer.log
     assert listing(tmp_path / "dir-0") == listing(tmp_path / "dir-1")
-    left = [n for n in os.listdir(tmp_path) if ".rendezvous-" in n and not n.endswith(".rendezvous-chief")]
-    assert left == [], again.log
+    assert leftovers(tmp_path) == [], again.log
 
 
 def test_a_chief_frozen_during_the_copy_after_the_job_fails_the_job_on_the_member(tmp_path, job):
@@ -228,5 +231,4 @@ def test_a_chief_frozen_during_the_copy_after_the_job_fails_the_job_on_the_membe
     assert peers[0].wait() == 6, peers[0].log
     assert "before it said every --sync-dir holds the chief's copy (this one may not)" in peers[1].log
     assert listing(tmp_path / "dir-1") == {"mine": hashlib.sha256(b"stale\n").hexdigest()}
-    left = [n for n in os.listdir(tmp_path) if ".rendezvous-" in n and not n.endswith(".rendezvous-chief")]
-    assert left == []
+    assert leftovers(tmp_path) == []

@@ -104,7 +104,8 @@ def test_a_killed_trainer_restarts_the_round_and_training_resumes_from_its_backu
     """kill -9 of one trainer in epoch 3: every node stops its trainer, a new round forms by
     itself, and training goes on from the last saved epoch to identical weights. The
     trainer that was stopped leaves no temporary files (TensorFlow's autograph removes its
-    own only at a normal exit)."""
+    own only at a normal exit); what the killed one left, the next trainer on its node
+    removes."""
     addresses = ["127.0.0.2", "127.0.0.3"]
     options = ["--epochs", "4", "--backup-dir", str(tmp_path / "backup")]
     peers = train(tmp_path, addresses, options)
@@ -118,6 +119,7 @@ def test_a_killed_trainer_restarts_the_round_and_training_resumes_from_its_backu
     assert all(s["initial_epoch"] >= 2 for s in summaries), summaries
     assert len({s["weights_sha256"] for s in summaries}) == 1
     assert list(scratch(tmp_path, addresses[0]).iterdir()) == []
+    assert list(scratch(tmp_path, addresses[1]).iterdir()) == []
 
 
 @pytest.mark.netns

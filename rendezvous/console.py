@@ -33,6 +33,9 @@ ERASE_LINE = "\r\033[K"
 # C0 and C1 controls: ESC (ANSI sequences), CR, BEL, ... and line breaks.
 _CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 NOISY_LOGGERS = ("zeroconf", "grpc", "asyncio")
+# Libraries that log an error of the network (a socket that cannot send while a link is
+# down) as a warning with its traceback, on purpose, the first time they meet it.
+QUIET_TRACEBACKS = ("zeroconf",)
 
 
 def one_line(text: str) -> str:
@@ -161,6 +164,18 @@ class Console(Reporter):
         self._clear()
 
 
+class WithoutTraceback(logging.Filter):
+    """Drops the traceback of the records of the QUIET_TRACEBACKS libraries: their message
+    says what failed ("Error with socket ...: Network is unreachable"); a stack of their
+    internals reads as if the daemon had crashed. -vv keeps it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.name.partition(".")[0] in QUIET_TRACEBACKS:
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
 def setup_logging(config: LogConfig, stream: Optional[IO[str]] = None) -> Console:
     """Configure the root logger once, for the whole process; return the progress reporter."""
     stream = stream if stream is not None else sys.stderr
@@ -177,6 +192,7 @@ def setup_logging(config: LogConfig, stream: Optional[IO[str]] = None) -> Consol
     if config.verbose < 2:
         for noisy in NOISY_LOGGERS:
             logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+        handler.addFilter(WithoutTraceback())
     is_tty = hasattr(stream, "isatty") and stream.isatty()
     live = config.log_format == "auto" and is_tty and level <= logging.INFO
     return Console(handler, live=live, context=context)

@@ -188,6 +188,38 @@ def test_setup_logging_chooses_the_live_line_only_for_auto_on_a_terminal(config,
         root.setLevel(level)
 
 
+@pytest.mark.parametrize("config, traceback", [
+    (LogConfig(), False), (LogConfig(log_format="json"), False), (LogConfig(verbose=1), False),
+    (LogConfig(verbose=2), True),
+])
+def test_a_network_error_zeroconf_logs_is_one_line_without_its_traceback(config, traceback):
+    """zeroconf logs the first socket error it meets as a warning with a traceback (a link
+    went down): the message stays, the library's stack only with -vv; other tracebacks stay."""
+    from zeroconf._logger import QuietLogger
+
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level, logging.getLogger("zeroconf").level
+    out = io.StringIO()
+    try:
+        setup_logging(config, out)
+        try:
+            raise OSError(101, f"Network is unreachable {secrets.token_hex(4)}")  # zeroconf logs each once
+        except OSError as exc:
+            QuietLogger.log_exception_warning("Error with socket 18 (('10.213.0.2', 5353))): %s", exc)
+        try:
+            raise ValueError("ours")
+        except ValueError:
+            logging.getLogger("rendezvous.node").exception("handling an event failed")
+    finally:
+        root.handlers[:], level, zeroconf_level = saved
+        root.setLevel(level)
+        logging.getLogger("zeroconf").setLevel(zeroconf_level)
+    zeroconf_line, ours = out.getvalue().splitlines()
+    assert "Error with socket 18" in zeroconf_line and "Network is unreachable" in zeroconf_line
+    assert ("Traceback" in zeroconf_line) is traceback
+    assert "Traceback" in ours and "ValueError: ours" in ours
+
+
 # --------------------------------------------------------------------------
 # The real daemon
 # --------------------------------------------------------------------------

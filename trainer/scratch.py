@@ -26,6 +26,7 @@ import tempfile
 from typing import NoReturn, Optional
 
 PREFIX = "trainer-"
+STARTING = f".{PREFIX}starting-"  # before it is locked: a name the cleanup never looks at
 
 _directory: Optional[str] = None
 _lock: Optional[int] = None  # the directory's descriptor, locked while this process lives
@@ -39,16 +40,17 @@ def use_own_directory() -> None:
         return
     base = tempfile.gettempdir()
     remove_abandoned(base)
-    starting = tempfile.mkdtemp(prefix=f".{PREFIX}starting-", dir=base)
+    starting = tempfile.mkdtemp(prefix=STARTING, dir=base)
     _lock = _locked(starting)
-    _directory = os.path.join(base, PREFIX + os.path.basename(starting)[len(f".{PREFIX}starting-"):])
+    _directory = os.path.join(base, PREFIX + os.path.basename(starting)[len(STARTING):])
     os.rename(starting, _directory)
     tempfile.tempdir = _directory
     atexit.register(remove)
 
 
 def _locked(directory: str) -> Optional[int]:
-    """A descriptor of `directory` holding its lock, or None where locks do not work."""
+    """A descriptor of `directory` holding its lock; None if a live process holds it, or
+    where locks do not work."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

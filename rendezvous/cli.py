@@ -247,10 +247,15 @@ def settings_from_args(args: argparse.Namespace, command: Sequence[str]) -> Sett
 
 
 def _report_error(exc: RendezvousError, log_format: str) -> int:
+    """Says why, and returns the error's exit code, also when nothing can be said: stderr
+    a pipe whose reader is gone (`| head`) must not turn the job's exit code into 1."""
     if log_format == "json":
-        log.error("%s", exc)  # one more JSON line for the log shipper
+        log.error("%s", exc)  # one more JSON line for the log shipper (logging bears a broken stream)
     else:
-        print(f"rendezvous: error: {exc}", file=sys.stderr)
+        try:
+            print(f"rendezvous: error: {exc}", file=sys.stderr)
+        except (OSError, ValueError):  # a broken pipe or a closed stream
+            pass
     return exc.exit_code
 
 

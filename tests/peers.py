@@ -77,14 +77,17 @@ class Peer:
             raise AssertionError(f"peer {self.name} did not exit within {timeout}s:\n{self.log}")
 
 
-def run_join(*options: str, job: Optional[str] = None, timeout: float = 30) -> subprocess.CompletedProcess:
+def run_join(*options: str, job: Optional[str] = None, timeout: float = 30,
+             output: Optional[int] = None) -> subprocess.CompletedProcess:
     """One `rendezvous join` on 127.0.0.2 (job random unless given), run to its end with no
-    RENDEZVOUS_* variables of the caller; its output captured as text."""
+    RENDEZVOUS_* variables of the caller; its output captured as text, or with `output`
+    (a file descriptor) written there."""
     job = job or f"c-{os.urandom(4).hex()}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("RENDEZVOUS_")}
+    streams: dict = {"capture_output": True, "text": True} if output is None else {"stdout": output, "stderr": output}
     return subprocess.run(
         [sys.executable, "-m", "rendezvous", "join", "--job", job, "--address", "127.0.0.2", *options],
-        capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL,
+        timeout=timeout, env=env, stdin=subprocess.DEVNULL, **streams,
     )
 
 

@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+from peers import run_join
 
 from rendezvous import __version__
 from rendezvous.cli import build_parser, split_command
@@ -571,15 +572,10 @@ def test_a_join_whose_output_reader_is_gone_still_exits_with_its_own_code():
     """`rendezvous join ... 2>&1 | head -1`: once head has gone every write to stderr fails
     (EPIPE); the daemon goes on, and its exit status stays its own (here 3, the timeout), not
     1 from the error message it could not print."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RENDEZVOUS_")}
     reader, writer = os.pipe()
     os.close(reader)  # gone before the first line
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "rendezvous", "join", "--expect", "2", "--job", f"c-{secrets.token_hex(4)}",
-             "--address", "127.0.0.2", "--timeout", "0.5", "--", "true"],
-            stdin=subprocess.DEVNULL, stdout=writer, stderr=writer, env=env, timeout=30,
-        )
+        done = run_join("--expect", "2", "--timeout", "0.5", "--", "true", output=writer)
     finally:
         os.close(writer)
     assert done.returncode == 3

@@ -21,6 +21,7 @@ from peers import run_join
 from rendezvous.config import LogConfig
 from rendezvous.console import (
     ERASE_LINE,
+    NOISY_LOGGERS,
     Console,
     ConsoleHandler,
     JsonFormatter,
@@ -165,6 +166,20 @@ class FakeTTY(io.StringIO):
         return True
 
 
+@pytest.fixture
+def logging_restored():
+    """setup_logging configures the process's loggers: the root's handlers and level, and
+    the libraries' levels; put them back after the test."""
+    root = logging.getLogger()
+    noisy = [logging.getLogger(name) for name in NOISY_LOGGERS]
+    saved = root.handlers[:], root.level, [logger.level for logger in noisy]
+    yield
+    root.handlers[:], level, levels = saved
+    root.setLevel(level)
+    for logger, level in zip(noisy, levels):
+        logger.setLevel(level)
+
+
 @pytest.mark.parametrize(
     "config, tty, live, formatter",
     [
@@ -175,45 +190,34 @@ class FakeTTY(io.StringIO):
         (LogConfig(quiet=True), True, False, PlainFormatter),
     ],
 )
-def test_setup_logging_chooses_the_live_line_only_for_auto_on_a_terminal(config, tty, live, formatter):
+def test_setup_logging_chooses_the_live_line_only_for_auto_on_a_terminal(config, tty, live, formatter,
+                                                                         logging_restored):
     root = logging.getLogger()
-    saved = root.handlers[:], root.level
-    try:
-        console = setup_logging(config, FakeTTY() if tty else io.StringIO())
-        assert console.live is live
-        assert isinstance(root.handlers[0].formatter, formatter)
-        assert root.level == (logging.WARNING if config.quiet else logging.INFO)
-    finally:
-        root.handlers[:], level = saved
-        root.setLevel(level)
+    console = setup_logging(config, FakeTTY() if tty else io.StringIO())
+    assert console.live is live
+    assert isinstance(root.handlers[0].formatter, formatter)
+    assert root.level == (logging.WARNING if config.quiet else logging.INFO)
 
 
 @pytest.mark.parametrize("config, traceback", [
     (LogConfig(), False), (LogConfig(log_format="json"), False), (LogConfig(verbose=1), False),
     (LogConfig(verbose=2), True),
 ])
-def test_a_network_error_zeroconf_logs_is_one_line_without_its_traceback(config, traceback):
+def test_a_network_error_zeroconf_logs_is_one_line_without_its_traceback(config, traceback, logging_restored):
     """zeroconf logs the first socket error it meets as a warning with a traceback (a link
     went down): the message stays, the library's stack only with -vv; other tracebacks stay."""
     from zeroconf._logger import QuietLogger
 
-    root = logging.getLogger()
-    saved = root.handlers[:], root.level, logging.getLogger("zeroconf").level
     out = io.StringIO()
+    setup_logging(config, out)
     try:
-        setup_logging(config, out)
-        try:
-            raise OSError(101, f"Network is unreachable {secrets.token_hex(4)}")  # zeroconf logs each once
-        except OSError as exc:
-            QuietLogger.log_exception_warning("Error with socket 18 (('10.213.0.2', 5353))): %s", exc)
-        try:
-            raise ValueError("ours")
-        except ValueError:
-            logging.getLogger("rendezvous.node").exception("handling an event failed")
-    finally:
-        root.handlers[:], level, zeroconf_level = saved
-        root.setLevel(level)
-        logging.getLogger("zeroconf").setLevel(zeroconf_level)
+        raise OSError(101, f"Network is unreachable {secrets.token_hex(4)}")  # zeroconf logs each once
+    except OSError as exc:
+        QuietLogger.log_exception_warning("Error with socket 18 (('10.213.0.2', 5353))): %s", exc)
+    try:
+        raise ValueError("ours")
+    except ValueError:
+        logging.getLogger("rendezvous.node").exception("handling an event failed")
     zeroconf_line, ours = out.getvalue().splitlines()
     assert "Error with socket 18" in zeroconf_line and "Network is unreachable" in zeroconf_line
     assert ("Traceback" in zeroconf_line) is traceback

@@ -30,6 +30,11 @@ def main() -> int:
             from .gate import fork_spare
 
             fork_spare()
+        from . import deferred
+
+        # Imported by protobuf and zeroconf, not used by the daemon (rendezvous.deferred).
+        deferred.defer("google.protobuf.internal.python_message")
+        deferred.defer("ifaddr")
         from . import cli
 
         if joins:

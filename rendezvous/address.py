@@ -5,7 +5,7 @@ The decision is split in two:
 * :func:`select_address` is pure: it decides from plain data (the local
   adapters and the IPv4 route table) and does no I/O, so every rule can be
   unit-tested.
-* :func:`choose_address` reads that data from the machine (``ifaddr`` and
+* :func:`choose_address` reads that data from the machine (``getifaddrs`` and
   ``/proc/net/route``) and calls :func:`select_address`.
 
 Rules, in order:
@@ -40,6 +40,7 @@ import ipaddress
 import logging
 from typing import Callable, Iterable, Mapping, Sequence, Union
 
+from rendezvous import interfaces
 from rendezvous.errors import AddressError
 
 from .core.record import record, replace
@@ -451,24 +452,15 @@ def _automatic(table: Mapping[str, Sequence[IPInterface]], routes: Sequence[Rout
 
 
 def read_adapters() -> dict[str, list[IPInterface]]:
-    """The machine's adapters (name -> addresses) from ``ifaddr``, in the system's order.
+    """The machine's adapters (name -> addresses), in the system's order.
 
     IPv4 alias labels (``eth0:1``) are merged into their interface.
     """
-    import ifaddr  # imported here: the pure part must not need it
-
     table: dict[str, list[IPInterface]] = {}
-    for adapter in ifaddr.get_adapters():
-        name = str(adapter.nice_name).split(":", 1)[0]
-        ips = table.setdefault(name, [])
-        for ip in adapter.ips:
-            raw = ip.ip[0] if isinstance(ip.ip, tuple) else ip.ip
-            try:
-                iface = ipaddress.ip_interface(f"{raw.split('%', 1)[0]}/{ip.network_prefix}")
-            except ValueError:
-                continue
-            if iface not in ips:
-                ips.append(iface)
+    for label, iface in interfaces.read():
+        ips = table.setdefault(label.split(":", 1)[0], [])
+        if iface not in ips:
+            ips.append(iface)
     return table
 
 

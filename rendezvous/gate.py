@@ -130,7 +130,7 @@ def fork_spare():
     global _spare
     if _spare is not None or not hasattr(os, "pidfd_open"):
         return None
-    import ctypes  # noqa: F401  for the child's prctl; the daemon imports it anyway (zeroconf)
+    import ctypes  # noqa: F401  for the child's prctl; the daemon imports it anyway (interfaces)
 
     ready_read, ready_write = os.pipe()
     gate_read, gate_write = os.pipe()

@@ -20,8 +20,11 @@ try:
     code = main()
 except SystemExit as exit:
     code = exit.code
+loaded = [name for name in ("google.protobuf.internal.python_message", "google.protobuf.text_format", "ifaddr",
+                             "platform") if type(sys.modules.get(name)).__name__ == "module"]
 print(json.dumps({"code": code, "enabled": gc.isenabled(), "frozen": gc.get_freeze_count(),
-                  "runs_before_freeze": runs.count(0), "node": "rendezvous.node" in sys.modules}))
+                  "runs_before_freeze": runs.count(0), "node": "rendezvous.node" in sys.modules,
+                  "loaded": loaded}))
 """
 
 
@@ -40,6 +43,17 @@ def test_join_imports_the_daemon_with_the_collector_off_then_freezes_what_it_imp
     assert seen["runs_before_freeze"] == 0
     assert seen["frozen"] > 10_000  # modules, classes and functions: about 26,000 on 3.11
     assert seen["enabled"]
+
+
+def test_a_job_runs_without_the_modules_the_daemon_defers(tmp_path):
+    """protobuf's pure-Python message layer and ifaddr (rendezvous.deferred) are never loaded
+    by a daemon that forms a job on IPv4 and runs its command."""
+    marker = tmp_path / "ran"
+    seen = _probe("join", "--expect", "1", "--address", "127.0.0.2", "--job", f"deferred-{tmp_path.name}",
+                  "--", "touch", str(marker))
+    assert seen["code"] == 0
+    assert marker.exists()
+    assert seen["loaded"] == []
 
 
 def test_help_and_the_other_subcommands_do_not_import_the_daemon():

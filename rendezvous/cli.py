@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import logging
 import os
+import signal
 import sys
 from typing import Callable, Optional, Sequence
 
@@ -85,6 +86,7 @@ exit status:
   0    every daemon found answered
   {NoDaemonError.exit_code}    no daemon runs here (of JOB), or one did not answer; with --job: no node
        of JOB was heard on the network, or its coordinator did not answer
+  141  the output's reader went away (| head), as for a program SIGPIPE ends
 """
 
 STATUS_DESCRIPTION = """\
@@ -313,6 +315,19 @@ def _look(args: argparse.Namespace) -> int:
         return _report_error(exc, log_config.log_format)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """stdout's reader went away (`rendezvous status | head -1`): end quietly, with the
+    status of a program killed by SIGPIPE, as `cat` would. stdout points at /dev/null from
+    here, so that the exit's flush finds nothing to complain of."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 128 + signal.SIGPIPE
 
 
 def _subcommand_parser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:

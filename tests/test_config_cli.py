@@ -568,6 +568,24 @@ def test_status_of_a_job_nobody_runs_exits_7(tmp_path):
     assert result.stderr == "rendezvous: error: no node of job 'nobody-runs-this' answered on 127.0.0.1 within 0.5s\n"
 
 
+@pytest.mark.parametrize("json_output", [False, True], ids=["table", "json"])
+def test_peers_to_a_reader_that_is_gone_ends_quietly_as_sigpipe_would(tmp_path, json_output):
+    """`rendezvous peers | head -0`: no traceback about the broken pipe, and 141, the status
+    of a program that SIGPIPE ended (the same except block serves status)."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "rendezvous", "peers", "--seconds", "0.3", "--address", "127.0.0.2",
+             "--job", f"gone-{tmp_path.name}", *(["--json"] if json_output else [])],
+            stdout=writer, stderr=subprocess.PIPE, text=True, timeout=60, stdin=subprocess.DEVNULL,
+            env={**os.environ, "RENDEZVOUS_RUNTIME_DIR": str(tmp_path)})
+    finally:
+        os.close(writer)
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+    assert done.returncode == 141, done.stderr
+
+
 def test_a_join_whose_output_reader_is_gone_still_exits_with_its_own_code():
     """`rendezvous join ... 2>&1 | head -1`: once head has gone every write to stderr fails
     (EPIPE); the daemon goes on, and its exit status stays its own (here 3, the timeout), not

@@ -58,11 +58,11 @@ def read() -> list[tuple[str, IPInterface]]:
         while entry:
             item = entry.contents
             entry = item.next
-            if not item.addr or item.addr.contents.family not in layouts or not item.netmask:
+            family = item.addr.contents.family if item.addr else None
+            if family not in layouts or not item.netmask:
                 continue
-            family = item.addr.contents.family  # a netmask's own is 0 on some interfaces
             address = ipaddress.ip_address(packed(item.addr, family))
-            raw_mask = packed(item.netmask, family)
+            raw_mask = packed(item.netmask, family)  # the address's family: a netmask's own is 0 on some
             mask, bits = int.from_bytes(raw_mask, "big"), len(raw_mask) * 8
             prefix = bin(mask).count("1")
             if mask != (1 << bits) - (1 << (bits - prefix)):

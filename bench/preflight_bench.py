@@ -26,8 +26,8 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rendezvous.config import JoinConfig  # noqa: E402
-from rendezvous.fingerprint import file_digest, list_gpus, probe_interpreter, take_fingerprint  # noqa: E402
+from rendezvous.config.options import JoinConfig  # noqa: E402
+from rendezvous.host.fingerprint import file_digest, list_gpus, probe_interpreter, take_fingerprint  # noqa: E402
 
 
 def timed(action: Callable[[], object], runs: int) -> list[float]:

@@ -29,10 +29,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
 from netns import Network, stop_on_sigterm  # noqa: E402
 
-from rendezvous.launcher import Launcher  # noqa: E402
+from rendezvous.launch.launcher import Launcher  # noqa: E402
 
 # Started by the daemon: the time it ran, then the daemon's (its parent's) peak RSS in kB.
 RECORD = (

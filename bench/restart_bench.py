@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
 from netns import Network, stop_on_sigterm  # noqa: E402
 
 from comparison.agents import tail  # noqa: E402

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
 from netns import Network, stop_on_sigterm  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

@@ -9,7 +9,7 @@ def main() -> int:
     # brings its own), and ssl loads OpenSSL: with hashing deferred too (rendezvous.core.
     # digest), a waiting daemon without a token maps neither libssl nor libcrypto: 4.6 MiB
     # of resident memory and about 20 ms of every start. Only the command's own process goes
-    # without ssl, until --metrics-port needs it (rendezvous.metrics): code that imports the
+    # without ssl, until --metrics-port needs it (rendezvous.observe.metrics): code that imports the
     # package as a library keeps its ssl.
     sys.modules.setdefault("ssl", None)
     # The command line split as cli.split_command does, before cli (and all it imports) is.
@@ -26,19 +26,19 @@ def main() -> int:
     try:
         if joins and command:
             # Its first round's gate, forked now: a copy of this small, single-threaded
-            # process, not an interpreter started later (rendezvous.gate).
-            from .gate import fork_spare
+            # process, not an interpreter started later (rendezvous.launch.gate).
+            from .launch.gate import fork_spare
 
             fork_spare()
-        from . import deferred
+        from .cli import deferred
 
-        # Imported by protobuf and zeroconf, not used by the daemon (rendezvous.deferred).
+        # Imported by protobuf and zeroconf, not used by the daemon (rendezvous.cli.deferred).
         deferred.defer("google.protobuf.internal.python_message")
         deferred.defer("ifaddr")
-        from . import cli
+        from .cli import main as cli
 
         if joins:
-            from . import node  # noqa: F401  imported by `join` anyway
+            from .daemon import node  # noqa: F401  imported by `join` anyway
     finally:
         gc.freeze()
         gc.enable()

@@ -21,7 +21,7 @@ from pathlib import Path
 
 # TensorFlow's native start-up lines (glog style), printed before its log level applies.
 TF_NATIVE_LOG = re.compile(r"^(WARNING: All log messages before absl|[IWEF]\d{4} )")
-# What a node logs once its round is frozen (rendezvous.joining).
+# What a node logs once its round is frozen (rendezvous.daemon.joiner).
 TF_CONFIG_LINE = re.compile(r"round \d+ frozen: worker (\d+) of (\d+),.*TF_CONFIG=(\{.*\})")
 
 

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
+
+# The helpers in tests/support (the namespace harness, forgers, recorders) import as top-level
+# modules from every test folder.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 
 from netns import Network, cleanup_stale, require_netns, stop_on_sigterm
 
 # --------------------------------------------------------------------------
-# Network namespaces (tests/netns.py)
+# Network namespaces (tests/support/netns.py)
 # --------------------------------------------------------------------------
 
 _netns_stale_cleaned = False

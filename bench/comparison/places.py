@@ -2,7 +2,7 @@
 
 Loopback: agent i gets 127.0.0.(i+2) (rendezvous binds it; torchrun talks to 127.0.0.1).
 
-Namespaces (root): one namespace per agent on one private bridge, built by tests/netns.py
+Namespaces (root): one namespace per agent on one private bridge, built by tests/support/netns.py
 (10.213.0.0/24, nothing in the caller's namespace, nothing beyond the bridge). Each namespace
 also gets its own /etc/netns/<name>/hosts and resolv.conf, which `ip netns exec` mounts over
 /etc: the hosts file names every address of the network, as a real cluster's DNS or hosts
@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "support"))
 from netns import _NAME_RE, Network, _pid_alive, cleanup_stale, stop_on_sigterm  # noqa: E402,F401
 from netns import unavailable_reason as netns_unavailable  # noqa: E402,F401  (why not, or None)
 

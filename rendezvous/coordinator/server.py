@@ -13,7 +13,7 @@ import grpc
 from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from ..config import Timings
+from ..config.options import Timings
 from ..core import job as jobs
 from ..core import round as rounds
 from ..core.advert import PROTOCOL_VERSION, Advert
@@ -25,7 +25,7 @@ from ..core.round import Action, Policy, RejectReason, Round, RoundPhase, Step
 from ..core.size import Size
 from ..core.status import NodeStatus, printable
 from ..core.view import Target
-from ..ports import check_port_free
+from ..host.ports import check_port_free
 from ..v1 import rendezvous_pb2 as pb
 from ..v1 import rendezvous_pb2_grpc as pb_grpc
 from . import _auth, _wire

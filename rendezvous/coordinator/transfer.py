@@ -19,7 +19,7 @@ from ..core.manifest import Manifest
 from ..core.member import SyncFrom
 from ..core.peer import Peer
 from ..errors import SyncError
-from ..sync import CHUNK, Chunks, Progress, SyncDir
+from ..host.syncdir import CHUNK, Chunks, Progress, SyncDir
 from ..v1 import rendezvous_pb2 as pb
 from ..v1 import rendezvous_pb2_grpc as pb_grpc
 from . import _auth, _wire

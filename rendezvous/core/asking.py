@@ -1,4 +1,4 @@
-"""Which of the adverts that need a Status to ask now (`rendezvous.confirming` makes the calls).
+"""Which of the adverts that need a Status to ask now (`rendezvous.daemon.confirmer` makes the calls).
 
 A Status call costs both nodes a connection and each answer a change of the view. In a job
 whose nodes start at once, every node believes it coordinates until it has confirmed a

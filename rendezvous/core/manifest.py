@@ -6,7 +6,7 @@ only the chief writes the real checkpoint. Without shared storage, `rendezvous` 
 directory identical on every member before each launch. The copy that wins is the one the
 previous round's chief wrote (the only real one); without it, the newest content.
 
-Nothing here reads a file: the adapter (rendezvous.sync) scans and hashes, and passes the
+Nothing here reads a file: the adapter (rendezvous.host.syncdir) scans and hashes, and passes the
 results in.
 """
 

@@ -7,7 +7,7 @@ the round. Others (the GPU model, the Python version, the TensorFlow patch level
 `--same-file` digest) usually mean a mistake too, so they refuse by default; each kind can
 be allowed with `--allow-mismatch KIND` and is then only a warning.
 
-Nothing here reads a file or runs a program: `rendezvous.fingerprint` takes the fingerprint.
+Nothing here reads a file or runs a program: `rendezvous.host.fingerprint` takes the fingerprint.
 """
 
 from __future__ import annotations

@@ -1,0 +1,356 @@
+"""The `rendezvous` command line: arguments -> JoinConfig -> Node; errors -> exit codes.
+
+`join` takes its options from the command line, the environment and a config file
+(rendezvous.config.sources); `peers` and `status` only look (rendezvous.cli.show).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from typing import Callable, Optional, Sequence
+
+from .. import __version__
+from ..config.options import BY_NAME, LOG_OPTIONS, OPTIONS, Kind, LogConfig, Option, check_option, parse_seconds
+from ..core.seeds import parse_seed
+from ..errors import (
+    AddressError,
+    CommandNotExecutable,
+    ConfigError,
+    CoordinatorError,
+    LaunchError,
+    MembershipError,
+    NoDaemonError,
+    RendezvousError,
+    RendezvousTimeout,
+)
+from ..config.sources import CONFIG_VARIABLE, DEFAULT_CONFIG_FILE, Settings, load_settings, read_text
+
+log = logging.getLogger(__name__)
+
+EXIT_CODES = f"""\
+exit status:
+  the command's own exit status once it has started (128+N if it died of signal N);
+  before that:
+  {ConfigError.exit_code}    invalid option
+  {RendezvousTimeout.exit_code}    --timeout passed before all peers were there
+  {MembershipError.exit_code}    this peer cannot join: the job is already running without it,
+       peers disagree on --expect, the preflight found the nodes differ,
+       or the job wants a token this node lacks
+  {AddressError.exit_code}    no usable network address / port
+  {CoordinatorError.exit_code}    the coordinator aborted the round or was lost after the freeze
+  {LaunchError.exit_code}  the command was not found ({CommandNotExecutable.exit_code}: found, but not executable)
+  129/130/143  stopped by SIGHUP/SIGINT/SIGTERM while waiting
+"""
+
+JOIN_DESCRIPTION = f"""\
+Find the other peers of JOB on the local network (mDNS/DNS-SD) or through seeds
+(--peer, where multicast does not pass), agree on one ordered member list (worker 0 =
+lowest address), and start COMMAND on every peer at the same moment with TF_CONFIG,
+RENDEZVOUS_RANK, RENDEZVOUS_WORLD_SIZE, RENDEZVOUS_JOB and RENDEZVOUS_COORDINATOR set.
+Run the same command on every node.
+
+Without COMMAND the bundled MultiWorkerMirroredStrategy trainer runs
+(`python -m trainer`); a COMMAND that starts with '-' is passed to it as options,
+e.g. `rendezvous join --expect 2 -- --epochs 5`.
+"""
+
+# Each group of `join --help`: what it is for, and one example.
+GROUPS = {
+    "job": "which job this node belongs to\n  e.g. rendezvous join --expect 3 --job resnet --timeout 600",
+    "network": "where this node is reached\n  e.g. rendezvous join --expect 3 --interface eth0 --tf-port 2222",
+    "launch": "the command and how it is stopped\n  e.g. rendezvous join --expect 3 --stop-grace 30 -- python train.py",
+    "preflight": (
+        "checks that every node runs the same environment, before the command starts\n"
+        "  e.g. rendezvous join --expect 3 --same-file train.py -- python train.py"
+    ),
+    "output": "what is logged, and how\n  e.g. rendezvous join --expect 3 -v --log-format json",
+    "configuration": (
+        "options from the environment and a file\n"
+        "  Every option can also be a RENDEZVOUS_* variable (RENDEZVOUS_EXPECT,\n"
+        "  RENDEZVOUS_TF_PORT, ...; RENDEZVOUS_COMMAND is split like a shell line) or a key\n"
+        f"  of a TOML file: --config FILE, else ${CONFIG_VARIABLE}, else {DEFAULT_CONFIG_FILE}\n"
+        "  if it exists. The command line wins over the environment, the environment over\n"
+        "  the file.\n"
+        "  e.g. /etc/rendezvous/rendezvous.conf:  expect = 3\n"
+        '                                        command = ["python", "/srv/train.py"]'
+    ),
+}
+
+STATUS_EXIT_CODES = f"""\
+exit status:
+  0    every daemon found answered
+  {NoDaemonError.exit_code}    no daemon runs here (of JOB), or one did not answer; with --job: no node
+       of JOB was heard on the network, or its coordinator did not answer
+  141  the output's reader went away (| head), as for a program SIGPIPE ends
+"""
+
+STATUS_DESCRIPTION = """\
+Without --job: ask each rendezvous daemon running on this machine for its phase, job,
+round, member list with ranks, coordinator, TF_CONFIG and trainer.
+
+With --job NAME: find the job's coordinator on the network (from any host, member or
+not) and show the whole job: every member's address, node id, rank, phase, round,
+command uptime, exit code and latest training progress (stragglers marked), the job's
+round, restart count and why the last round ended.
+"""
+
+
+_TEXT_FORMS = {
+    Kind.WHOLE: "a whole number",
+    Kind.SECONDS: "a number of seconds",
+}
+
+
+def _text_type(option: Option) -> Callable[[str], object]:
+    """argparse's `type` for an option: the same text forms as its RENDEZVOUS_* variable;
+    the range is checked later with the value, naming its source."""
+    def convert(text: str) -> object:
+        try:
+            value = read_text(option.kind, text)
+        except ValueError as exc:  # argparse would only say "invalid value"
+            raise argparse.ArgumentTypeError(f"{exc}, got {text!r}") from None
+        if option.kind in _TEXT_FORMS and isinstance(value, str):
+            raise argparse.ArgumentTypeError(f"not {_TEXT_FORMS[option.kind]}: {text!r}")
+        return value
+
+    convert.__name__ = option.kind.value
+    return convert
+
+
+def _seconds(text: str) -> float:
+    value = parse_seconds(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}")
+    return value
+
+
+def _seeds(text: str) -> list[str]:
+    try:
+        return [str(parse_seed(t)) for t in text.split(",") if t.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _add_option(group: argparse._ArgumentGroup, option: Option) -> None:
+    """One option of the table as a flag. Its default is None, meaning "not given": the
+    environment or the config file may set it."""
+    flags = [option.short, option.flag] if option.short else [option.flag]
+    if option.kind is Kind.COUNT:
+        group.add_argument(*flags, dest=option.name, action="count", help=option.help)
+    elif option.kind is Kind.FLAG:
+        group.add_argument(*flags, dest=option.name, action="store_true", default=None, help=option.help)
+    elif option.kind is Kind.LIST:  # repeatable, and each may hold several: a,b
+        group.add_argument(*flags, dest=option.name, action="extend", type=_text_type(option),
+                           metavar=option.metavar, help=option.help)
+    else:
+        group.add_argument(*flags, dest=option.name, type=_text_type(option), metavar=option.metavar, help=option.help)
+
+
+def _output_options() -> argparse.ArgumentParser:
+    """-v, -q and --log-format, shared by every subcommand."""
+    parent = argparse.ArgumentParser(add_help=False)
+    out = parent.add_argument_group("output")
+    for name in LOG_OPTIONS:
+        _add_option(out, BY_NAME[name])
+    return parent
+
+
+def _add_address_options(group: argparse._ArgumentGroup) -> None:
+    for name in ("address", "interface"):
+        option = BY_NAME[name]
+        group.add_argument(option.flag, metavar=option.metavar, help=option.help.replace("advertise and listen", "listen"))
+
+
+def _join_parser(commands: argparse._SubParsersAction) -> None:
+    join = commands.add_parser(
+        "join",
+        help="rendezvous with the peers of a job, then run a command on all of them at once",
+        description=JOIN_DESCRIPTION,
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="rendezvous join --expect N|MIN:MAX [options] [-- COMMAND [ARG ...]]",
+    )
+    groups = {name: join.add_argument_group(name, about) for name, about in GROUPS.items()}
+    for option in OPTIONS:
+        if option.kind is not Kind.COMMAND:
+            _add_option(groups[option.group], option)
+    groups["configuration"].add_argument(
+        "--config", metavar="FILE",
+        help=f"read options from this TOML file (default: ${CONFIG_VARIABLE}, else "
+             f"{DEFAULT_CONFIG_FILE} if it exists)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rendezvous",
+        description="Zero-config rendezvous for multi-node TensorFlow training.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
+    output = _output_options()
+    _join_parser(commands)
+
+    peers = commands.add_parser(
+        "peers",
+        parents=[output],
+        help="list the rendezvous nodes on the network, of every job",
+        description="Listen on the network for a few seconds (or ask seeds, --peer) and list "
+                    "every rendezvous node heard: node id, address, gRPC port, job, --expect and phase.",
+    )
+    peers.add_argument("--seconds", type=_seconds, default=3.0, metavar="SECONDS",
+                       help="how long to listen (default: 3)")
+    peers.add_argument("--job", metavar="NAME", help="only the nodes of this job")
+    peers.add_argument("--json", action="store_true", help="a JSON list, for scripts")
+    network = peers.add_argument_group("network")
+    _add_address_options(network)
+    network.add_argument("--peer", dest="peers", action="extend", type=_seeds, default=[], metavar="HOST[:PORT]",
+                         help="ask this node (a seed) instead of listening for multicast: it lists every "
+                              "node it knows of; repeat it, or give a name with several addresses")
+
+    status = commands.add_parser(
+        "status",
+        parents=[output],
+        help="show what the rendezvous daemons on this machine, or a whole job, are doing",
+        description=STATUS_DESCRIPTION,
+        epilog=STATUS_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    status.add_argument("--job", metavar="NAME", help="the whole job NAME, asked of its coordinator")
+    status.add_argument("--local", action="store_true",
+                        help="with --job: only this machine's daemon of the job, as without --job")
+    status.add_argument("--json", action="store_true",
+                        help="JSON for scripts: a list, one object per daemon; with --job one object")
+    status.add_argument("--watch", action="store_true",
+                        help="with --job: show it again every second (in place on a terminal) until Ctrl-C")
+    status.add_argument("--timeout", type=_seconds, default=3.0, metavar="SECONDS",
+                        help="how long to wait for each daemon's answer, and with --job to hear "
+                             "the job's nodes (default: 3)")
+    _add_address_options(status.add_argument_group("network (with --job)"))
+    return parser
+
+
+def split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Everything after the first '--' is the command, untouched by option parsing."""
+    argv = list(argv)
+    if "--" in argv:
+        at = argv.index("--")
+        return argv[:at], argv[at + 1:]
+    return argv, []
+
+
+def settings_from_args(args: argparse.Namespace, command: Sequence[str]) -> Settings:
+    return load_settings(vars(args), command, os.environ, args.config)
+
+
+def _report_error(exc: RendezvousError, log_format: str) -> int:
+    """Says why, and returns the error's exit code, also when nothing can be said: stderr
+    a pipe whose reader is gone (`| head`) must not turn the job's exit code into 1."""
+    if log_format == "json":
+        log.error("%s", exc)  # one more JSON line for the log shipper (logging bears a broken stream)
+    else:
+        try:
+            print(f"rendezvous: error: {exc}", file=sys.stderr)
+        except (OSError, ValueError):  # a broken pipe or a closed stream
+            pass
+    return exc.exit_code
+
+
+def _join(args: argparse.Namespace, command: Sequence[str]) -> int:
+    try:
+        settings = settings_from_args(args, command)
+    except ConfigError as exc:
+        return _report_error(exc, "plain")
+    from ..observe.console import setup_logging  # imported here, like the node: --help stays fast
+    from ..observe.notify import SystemdNotifier
+    from ..observe.report import Reporters
+
+    console = setup_logging(settings.log)
+    if settings.config_file:
+        log.debug("options from %s", settings.config_file)
+    notifier = SystemdNotifier.from_environ(os.environ, os.getpid())
+    reporters = Reporters([console] + ([notifier] if notifier else []))
+    try:
+        from ..daemon.node import run_node
+
+        return asyncio.run(run_node(settings.join, reporters))
+    except RendezvousError as exc:
+        return _report_error(exc, settings.log.log_format)
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        reporters.close()
+
+
+def _look(args: argparse.Namespace) -> int:
+    from ..observe.console import setup_logging
+    from .show import list_peers, show_job, show_status
+
+    try:
+        # The same checks as for join: -vvv is an error, not -vv.
+        log_config = LogConfig(verbose=args.verbose or 0, quiet=bool(args.quiet), log_format=args.log_format or "auto")
+        check_option("timeout", args.seconds if args.subcommand == "peers" else args.timeout,
+                     "--seconds" if args.subcommand == "peers" else "--timeout")
+    except ConfigError as exc:
+        return _report_error(exc, "plain")
+    setup_logging(log_config)
+    try:
+        if args.subcommand == "peers":
+            print(list_peers(args.seconds, args.address, args.interface, args.job, args.json, args.peers))
+            return 0
+        if args.job is not None and not args.local:
+            show_job(args.job, args.address, args.interface, args.timeout, args.json, args.watch)
+            return 0
+        text, errors = show_status(args.job, args.timeout, args.json)
+        print(text)
+        for error in errors:
+            print(f"rendezvous: error: {error}", file=sys.stderr)
+        return NoDaemonError.exit_code if errors else 0
+    except RendezvousError as exc:
+        return _report_error(exc, log_config.log_format)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """stdout's reader went away (`rendezvous status | head -1`): end quietly, with the
+    status of a program killed by SIGPIPE, as `cat` would. stdout points at /dev/null from
+    here, so that the exit's flush finds nothing to complain of."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 128 + signal.SIGPIPE
+
+
+def _subcommand_parser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return commands.choices[name]
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    options, command = split_command(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(options)
+    # Errors about a subcommand's arguments come with that subcommand's usage.
+    subparser = _subcommand_parser(parser, args.subcommand)
+    if unknown:
+        subparser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.subcommand == "join":
+        return _join(args, command)
+    if command:
+        subparser.error(f"{args.subcommand} takes no command after --")
+    if args.subcommand == "status" and args.watch and (args.job is None or args.local):
+        subparser.error("--watch needs --job NAME (and no --local)")
+    return _look(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""`rendezvous peers` and `rendezvous status`: look at what runs, change nothing.
+
+`status` asks the daemons on this machine; `status --job NAME` asks the job's coordinator,
+found through the job's adverts, wherever it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+from typing import IO, Optional, Sequence, Union
+
+from ..host import runtime
+from ..host.address import choose_address
+from ..core.job import JobView, coordinator_endpoint, job_table, job_to_dict
+from ..core.listing import advert_to_dict, peer_table
+from ..core.peer import IPAddress
+from ..core.seeds import parse_seeds
+from ..core.status import NodeStatus, describe_status, printable, status_to_dict
+from ..errors import NoDaemonError
+
+log = logging.getLogger(__name__)
+
+# Cursor home, erase below: `status --watch` redraws its table in place.
+CLEAR_SCREEN = "\033[H\033[J"
+
+
+def list_peers(seconds: float, address: Optional[str], interface: Optional[str],
+               job: Optional[str], as_json: bool, seeds: Sequence[str] = ()) -> str:
+    """Browse for `seconds` (over mDNS, or asking `seeds`) and return the table (or JSON)
+    of every node heard."""
+    from ..discovery import browse  # zeroconf and grpc are imported only when needed
+    from ..discovery.combined import discovery_factory
+
+    choice = choose_address(address, interface)
+    log.debug("browsing on %s (%s) for %gs", choice.address, choice.reason, seconds)
+    factory = discovery_factory("unicast" if seeds else "mdns", parse_seeds(seeds))
+    adverts = asyncio.run(browse(factory, choice.address, seconds))
+    if job is not None:
+        adverts = [a for a in adverts if a.job == job]
+    if as_json:
+        return json.dumps([advert_to_dict(a) for a in adverts], indent=2, allow_nan=False)
+    if not adverts:
+        what = f"of job {job!r} " if job is not None else ""
+        via = f"through {', '.join(seeds)}" if seeds else f"on {choice.address}"
+        return f"no rendezvous node {what}answered {via} within {seconds:g}s"
+    return peer_table(adverts)
+
+
+async def _ask_all(registrations: list[runtime.Registration], timeout: float) -> list[Union[NodeStatus, BaseException]]:
+    from ..coordinator import fetch_status  # grpc is imported only when needed
+
+    return await asyncio.gather(*(fetch_status(r.endpoint, timeout) for r in registrations), return_exceptions=True)
+
+
+def find_daemons(job: Optional[str]) -> list[runtime.Registration]:
+    """The daemons running on this machine, in this network namespace; NoDaemonError if none."""
+    directories = runtime.candidate_directories(os.environ, os.getuid())
+    runtime.remove_stale(directories, runtime.current_netns(), runtime.pid_alive)
+    running = runtime.live_registrations(
+        runtime.find_registrations(directories), runtime.current_netns(), runtime.pid_alive
+    )
+    chosen = [r for r in running if job is None or r.job == job]
+    if chosen:
+        return chosen
+    if running:
+        jobs = ", ".join(sorted({repr(r.job) for r in running}))
+        raise NoDaemonError(f"no rendezvous daemon of job {job!r} runs on this machine; running: {jobs}")
+    where = ", ".join(str(d) for d in directories)
+    raise NoDaemonError(
+        f"no rendezvous daemon runs on this machine (none registered in {where}); "
+        "start one with `rendezvous join`, or `systemctl start rendezvous`"
+    )
+
+
+def show_status(job: Optional[str], timeout: float, as_json: bool) -> tuple[str, list[str]]:
+    """The status of every local daemon (or of JOB's) as text or JSON, and the errors of
+    those that did not answer. NoDaemonError if none runs, or none answered."""
+    daemons = find_daemons(job)
+    results = asyncio.run(_ask_all(daemons, timeout))
+    shown: list[tuple[runtime.Registration, NodeStatus]] = []
+    errors: list[str] = []
+    for registration, result in zip(daemons, results):
+        if isinstance(result, NodeStatus):
+            shown.append((registration, result))
+        elif isinstance(result, Exception):  # one daemon's answer never hides the others
+            errors.append(f"{printable(str(result))} (pid {registration.pid}, job {registration.job!r})")
+        else:
+            raise result
+    if not shown:
+        raise NoDaemonError("; ".join(errors))
+    if as_json:
+        text = json.dumps([{"daemon_pid": r.pid, **status_to_dict(s)} for r, s in shown], indent=2, allow_nan=False)
+    else:
+        text = "\n\n".join(describe_status(s, daemon_pid=r.pid) for r, s in shown)
+    return text, errors
+
+
+async def _find_coordinator(job: str, address: IPAddress, seconds: float) -> str:
+    """The endpoint to ask about `job`, from its nodes' adverts; NoDaemonError if none is heard."""
+    from ..discovery import browse
+    from ..discovery.mdns import MdnsDiscovery
+
+    adverts = await browse(MdnsDiscovery, address, seconds, lambda heard: coordinator_endpoint(heard, job) is not None)
+    endpoint = coordinator_endpoint(adverts, job)
+    if endpoint is None:
+        raise NoDaemonError(f"no node of job {job!r} answered on {address} within {seconds:g}s")
+    return endpoint
+
+
+async def fetch_job(job: str, address: IPAddress, timeout: float, endpoint: Optional[str] = None) -> tuple[JobView, str]:
+    """The job as its coordinator sees it, and the coordinator's endpoint (to ask again).
+    A node that does not coordinate names the one that does: that one is asked instead."""
+    from ..coordinator import fetch_job_status
+
+    endpoint = endpoint or await _find_coordinator(job, address, timeout)
+    view = await fetch_job_status(endpoint, timeout)
+    if not view.coordinating and view.coordinator is not None and view.coordinator.endpoint != endpoint:
+        endpoint = view.coordinator.endpoint
+        view = await fetch_job_status(endpoint, timeout)
+    return view, endpoint
+
+
+def render_job(view: JobView, as_json: bool, watch: bool = False) -> str:
+    """The table, or JSON (one line per view when watching, for `jq` and log files)."""
+    if not as_json:
+        return job_table(view)
+    return json.dumps(job_to_dict(view), indent=None if watch else 2, allow_nan=False)
+
+
+def show_job(job: str, address: Optional[str], interface: Optional[str], timeout: float, as_json: bool,
+             watch: bool, out: IO[str] = sys.stdout) -> None:
+    """Print the job's table (or JSON) once, or every second until interrupted with
+    `watch`: redrawn in place on a terminal, repeated below otherwise."""
+    choice = choose_address(address, interface)
+    asyncio.run(_show_job(job, choice.address, timeout, as_json, watch, out))
+
+
+async def _show_job(job: str, address: IPAddress, timeout: float, as_json: bool, watch: bool, out: IO[str]) -> None:
+    view, endpoint = await fetch_job(job, address, timeout)
+    in_place = watch and out.isatty()
+    while True:
+        text = render_job(view, as_json, watch)
+        if in_place:
+            out.write(CLEAR_SCREEN + text + "\n")
+        else:
+            out.write(text + ("\n\n" if watch and not as_json else "\n"))
+        out.flush()
+        if not watch:
+            return
+        await asyncio.sleep(1.0)
+        try:
+            view, endpoint = await fetch_job(job, address, timeout, endpoint)
+        except NoDaemonError:  # the coordinator changed (a new round) or is gone: look again
+            view, endpoint = await fetch_job(job, address, timeout)

@@ -1,0 +1,9 @@
+"""Configuration: one option table, its checks, the timings, and where values come from.
+
+Every option of every subcommand is declared once (`options.OPTIONS`); that declaration
+feeds argparse, the `RENDEZVOUS_*` environment variables, the TOML config file's keys and
+the typed `JoinConfig` the daemon runs with. Timings live in `Timings`, so tests shrink
+them instead of patching module constants.
+
+May import: `rendezvous.core`, `rendezvous.errors`. Nothing here opens a socket.
+"""

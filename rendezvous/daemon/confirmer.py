@@ -1,0 +1,122 @@
+"""Adverts confirmed over gRPC before they count (see `PeerView.confirmed`).
+
+An advert that is new or claims something new is checked by asking that node's Status,
+signed when the job has a token, when it could change what this node does
+(`PeerView.unconfirmed`). Which to ask when is `core.asking`'s rule: those that would be
+elected one at a time, lowest first (the election needs only the lowest that answers),
+the rest at once, up to a bound. One that does not answer is asked again later and later:
+a node that never answers (a forged advert for an unused address) costs only its own
+retries and never holds a place another node needs, and a job of dozens of nodes on a busy
+network does not drown in its own retries. A node that fails authentication is left out
+for good.
+
+Each request carries this node's own advert: a node that has just started learns of every
+peer that heard its announcement from their requests, at once (see StatusRequest.caller).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Optional
+
+from ..coordinator import StatusUntrusted, fetch_status
+from ..core.advert import Advert
+from ..core.asking import choose_asks
+from ..errors import NoDaemonError
+
+if TYPE_CHECKING:
+    from .resources import Resources
+
+log = logging.getLogger(__name__)
+
+# Nodes asked at once at most: a flood of forged adverts costs a bounded number of calls.
+MAX_PROBES = 8
+# A node that does not answer is asked again after the interval, doubled at every further
+# silence up to this many intervals.
+MAX_BACKOFF = 8
+
+
+class Confirmer:
+    def __init__(self, res: "Resources", timeout: float, interval: float, hedge: float) -> None:
+        self._res = res
+        self._timeout = timeout
+        self._interval = interval
+        self._hedge = hedge
+        self._tasks: dict[str, asyncio.Task] = {}
+        self._started: dict[str, float] = {}  # node id -> loop time its ask in flight started
+        self._next_ask: dict[str, float] = {}  # node id -> loop time it may be asked again
+        self._backoff: dict[str, float] = {}  # node id -> its wait after its last silence
+        self._timer: Optional[asyncio.TimerHandle] = None
+        self._closed = False
+
+    def kick(self) -> None:
+        """Ask what needs asking, is not being asked and whose time has come (`core.asking`);
+        come back when the next one's time comes."""
+        if self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        now, later = loop.time(), []
+        view = self._res.view
+        wanted = view.unconfirmed(now)
+        needed = {a.node_id for a in wanted}
+        for mapping in (self._next_ask, self._backoff):  # forget nodes that need no asking
+            for node_id in set(mapping) - needed:
+                del mapping[node_id]
+        due = []
+        for advert in wanted:
+            node_id = advert.node_id
+            if node_id not in self._tasks and self._next_ask.get(node_id, now) > now:
+                later.append(self._next_ask[node_id])
+            else:
+                due.append(advert)
+        asks = choose_asks(due, view.target(now).peer, self._started, now, self._hedge, MAX_PROBES)
+        for advert in asks.start:
+            node_id = advert.node_id
+            task = loop.create_task(self._ask(advert), name=f"confirm-{node_id}")
+            self._tasks[node_id] = task
+            self._started[node_id] = now
+            task.add_done_callback(lambda t, n=node_id: self._done(n, t))
+        if asks.wake is not None:
+            later.append(asks.wake)
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = loop.call_at(min(later), self.kick) if later else None
+
+    def _done(self, node_id: str, task: asyncio.Task) -> None:
+        self._tasks.pop(node_id, None)
+        self._started.pop(node_id, None)
+        if not task.cancelled():
+            self.kick()  # its place is free for another
+
+    async def _ask(self, advert: Advert) -> None:
+        """Ask the advertised node's Status once; when to ask again if its advert still
+        needs it. (An advert that changed meanwhile is asked again at the next kick.)"""
+        node_id, view = advert.node_id, self._res.view
+        try:
+            status = await fetch_status(advert.peer.endpoint, self._timeout, self._res.keys, caller=view.me)
+        except StatusUntrusted as exc:
+            self._res.distrust(advert.peer, str(exc))
+            return
+        except NoDaemonError as exc:
+            log.debug("cannot confirm the advert of %s yet: %s", advert.peer.describe(), exc)
+            wait = self._backoff[node_id] = min(2 * self._backoff.get(node_id, self._interval / 2),
+                                                MAX_BACKOFF * self._interval)
+            self._next_ask[node_id] = asyncio.get_running_loop().time() + wait
+            self._res.update_view(self._res.view.unanswered(node_id))
+            return
+        self._backoff.pop(node_id, None)
+        self._next_ask[node_id] = asyncio.get_running_loop().time() + self._interval
+        if status.node == advert.peer and status.job == view.me.job:
+            if node_id in view.unreachable:
+                log.info("%s answers again: it is a candidate again", advert.peer.describe())
+            self._res.update_view(self._res.view.confirm(status.as_advert(auth=advert.auth)))
+        else:
+            log.debug("%s answers as %s of job %r", advert.peer.endpoint, status.node.describe(), status.job)
+
+    def close(self) -> None:
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+        for task in list(self._tasks.values()):
+            task.cancel()

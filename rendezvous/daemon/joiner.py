@@ -1,0 +1,373 @@
+"""One round's rendezvous from the member's side: the Join streams this node opens, what the
+coordinator says on them fed to the member machine (core.member), each action carried out.
+
+    start the command's gate (it waits for the release), then
+    join the view's target -> events -> machine.step -> Confirm: arm the command, send Ready
+                                                     -> Start: fire the armed command
+                                                     -> Rejoin: next stream (maybe suspect)
+                                                     -> Fail: raise its error
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from contextlib import aclosing
+from typing import AsyncIterator, Callable, Optional
+
+from ..config.options import JoinConfig
+from ..coordinator import JoinSession, SessionLost, Untrusted
+from ..core import member as machine
+from ..core.advert import Phase
+from ..core.manifest import PreviousChief, SyncSummary
+from ..core.member import Member, MemberAction, MemberEvent, RoundEnd, SyncFrom
+from ..core.round import ROUND_FAILED, paused
+from ..core.peer import Peer
+from ..core.progress import VARIABLE as PROGRESS_VARIABLE
+from ..core.progress import Progress
+from ..core.tf_config import Membership, launch_environment
+from ..core.view import PeerView
+from ..coordinator import transfer
+from ..errors import MembershipError
+from ..launch.launcher import Launcher
+from ..launch.follower import ProgressFollower, create_progress_file
+from .resources import Resources, SessionFactory
+
+log = logging.getLogger(__name__)
+
+
+class Joiner:
+    """Joins one round, then watches it until it ends. `session` is the open Join stream,
+    kept after the release: heartbeats, the command's exit code and the round's end travel
+    on it; the node closes it at shutdown."""
+
+    def __init__(
+        self,
+        config: JoinConfig,
+        res: Resources,
+        launcher: Launcher,
+        connect: SessionFactory,
+        enter: Callable[[Phase, Optional[Membership]], None],
+        round: int = 1,
+        previous: Optional[PreviousChief] = None,
+        on_progress: Callable[[Progress], None] = lambda progress: None,
+    ) -> None:
+        self._config = config
+        self._res = res
+        self._launcher = launcher
+        self._connect = connect
+        self._enter = enter
+        self._round = round
+        self._previous = previous  # --sync-dir: the chief of the last round that ran
+        self.session: Optional[JoinSession] = None
+        self._beats: Optional[asyncio.Task] = None
+        self._on_progress = on_progress
+        self._follower: Optional[ProgressFollower] = None
+        self._progressed = asyncio.Event()
+        self._sender: Optional[asyncio.Task] = None
+        self._syncing: Optional[asyncio.Task] = None
+        timings = config.timings
+        self.state = Member(res.me, timings.suspect_after, liveness_timeout=config.liveness_timeout,
+                            syncs=res.sync is not None)
+
+    async def rendezvous(self) -> Optional[RoundEnd]:
+        """Join until the command starts (None), or the round ends before (its end).
+        Stays visible a moment after a conflict, so that the peer this node disagrees with
+        sees it too and fails alike."""
+        await self._launcher.prepare(self._config.command)
+        try:
+            return await self._join_until_released()
+        except MembershipError:
+            if self._res.view.conflicts():
+                await asyncio.sleep(self._config.timings.conflict_linger)
+            raise
+
+    async def supervise(self) -> RoundEnd:
+        """While the command runs: report its end, wait for the round's."""
+        assert self.session is not None
+        exited = asyncio.ensure_future(self._launcher.wait())
+        try:
+            action = await self._follow(self._events(self.session, exited))
+        finally:
+            exited.cancel()
+        assert isinstance(action, RoundEnd)
+        return action
+
+    @property
+    def progress(self) -> Optional[Progress]:
+        return self._follower.latest if self._follower else None
+
+    async def close(self) -> None:
+        for task in (self._beats, self._sender):
+            if task is not None:
+                task.cancel()
+        self._beats = None
+        if self._syncing is not None:  # the round ended while this node pulled a copy
+            self._syncing.cancel()
+            await asyncio.gather(self._syncing, return_exceptions=True)  # DIR as it was
+            self._syncing = None
+        if self._follower is not None:
+            await self._follower.close()
+        if self.session is not None:
+            await self.session.close()
+            self.session = None
+
+    async def _join_until_released(self) -> Optional[RoundEnd]:
+        timings = self._config.timings
+        while True:
+            self._res.view_changed.clear()  # the target is computed now: older changes are seen
+            target = self._res.view.target(time.monotonic())
+            self.state = self.state.joining(target.endpoint, target.peer, self._res.me)
+            self.session = self._connect(
+                target.endpoint, self._res.me, self._config.job, self._round, self._config.expect,
+                timings.keepalive, fingerprint=self._res.fingerprint, keys=self._res.keys,
+                # this node's own member reaches its servicer inside the process (coordinator.local)
+                local=self._res.service if self.state.joined_to_self else None,
+            )
+            action = await self._follow(self._join_and_listen(self.session))
+            if isinstance(action, machine.Start):
+                return None
+            if isinstance(action, RoundEnd):
+                return action
+            await self.close()
+            await self._view_change_or(timings.retry_interval)
+
+    async def _follow(self, events: AsyncIterator[MemberEvent]) -> MemberAction:
+        """Feed events to the member machine and carry out its actions until one that ends
+        this stream's part (Start, Rejoin, RoundEnd: returned) or the round (Fail: raised)."""
+        async with aclosing(events):
+            async for event in events:
+                step = machine.step(self.state, event, time.monotonic())
+                self.state, action = step.state, step.action
+                if isinstance(action, machine.Confirm):
+                    for warning in action.warnings:
+                        log.warning("%s", warning)
+                    await self._confirm(action.membership)
+                elif isinstance(action, machine.Report):
+                    await self._report(action)
+                elif isinstance(action, machine.Sync):
+                    # In a task of its own, the coordinator still read meanwhile: an abort
+                    # (a member lost, the source frozen) ends the round at once, not when
+                    # the transfer ends or fails; `close` then cancels the pull.
+                    self._syncing = asyncio.create_task(self._sync(action.order), name="sync")
+                elif isinstance(action, machine.Start):
+                    self._start(action.delay, self.state.membership)
+                    return action
+                elif isinstance(action, machine.Rejoin):
+                    if action.suspect is not None:
+                        self._suspect(action.suspect)
+                    if action.distrust is not None:
+                        self._res.distrust(action.distrust, getattr(event, "reason", ""))
+                    return action
+                elif isinstance(action, RoundEnd):
+                    return action
+                elif isinstance(action, machine.Fail):
+                    raise action.error
+        raise AssertionError("the event stream ended without an end")  # pragma: no cover
+
+    async def _join_and_listen(self, session: JoinSession) -> AsyncIterator[MemberEvent]:
+        # A frozen coordinator accepts the connection and then says nothing: gRPC would
+        # wait for its HTTP/2 handshake for 20 s.
+        join = asyncio.ensure_future(session.join())
+        await asyncio.wait({join}, timeout=self.state.liveness_timeout)
+        if not join.done():
+            join.cancel()
+            yield machine.Lost(f"{session.endpoint} did not take the join within {self.state.liveness_timeout:g} s")
+            return
+        try:
+            join.result()
+        except SessionLost as exc:
+            yield machine.Lost(str(exc))
+            return
+        async with aclosing(self._events(session)) as events:
+            async for event in events:
+                yield event
+
+    async def _heartbeats(self, session: JoinSession) -> None:
+        """Proves this node alive to the coordinator from the freeze on (before, a silent
+        peer is HTTP/2 keepalive's to drop); a failure shows up on the read side."""
+        try:
+            while True:
+                await asyncio.sleep(self.state.heartbeat_interval)
+                await session.heartbeat()
+        except SessionLost:
+            pass
+
+    async def _events(self, session: JoinSession, exited: Optional[asyncio.Future] = None) -> AsyncIterator[MemberEvent]:
+        """What the coordinator says, changes of whom to join, the command's end, and the
+        coordinator's silence, as they come."""
+        receive = asyncio.ensure_future(session.receive())
+        # Seconds spent listening since the coordinator was last heard: its silence counts
+        # only while this node waits on the stream, not while it does something else
+        # (scans its --sync-dir, arms the command) or is stopped between two waits, when
+        # what the coordinator sent, or did not send as it was stopped too, is not known yet.
+        silence = 0.0
+        stopped_since: Optional[float] = None
+        try:
+            while True:
+                view = self._res.view
+                yield machine.TargetChanged(view.target(time.monotonic()).endpoint, tuple(view.conflicts()))
+                self._res.view_changed.clear()
+                changed = asyncio.ensure_future(self._res.view_changed.wait())
+                waiting = {receive, changed} | ({exited} if exited and not exited.done() else set())
+                poll, asked = self._poll(view, exited), time.monotonic()
+                await asyncio.wait(waiting, timeout=poll, return_when=asyncio.FIRST_COMPLETED)
+                changed.cancel()
+                now = time.monotonic()
+                if poll is not None and paused(asked + poll, now, self.state.heartbeat_interval):
+                    log.warning("this node did not run for %.1f s (starved of CPU or stopped): "
+                                "the coordinator counts as heard now", now - asked - poll)
+                    silence = 0.0  # what it sent meanwhile may not be read yet
+                else:
+                    silence += now - asked
+                while receive.done():
+                    try:
+                        yield receive.result()
+                    except Untrusted as exc:
+                        yield machine.Untrusted(str(exc))
+                        return
+                    except SessionLost as exc:
+                        yield machine.Lost(str(exc))
+                        return
+                    silence = 0.0
+                    receive = asyncio.ensure_future(session.receive())
+                if self._silent_for(silence):
+                    yield machine.Lost(f"nothing heard from it for {silence:.1f} s")
+                    return
+                if exited is not None and exited.done() and not exited.cancelled():
+                    yield machine.CommandExited(exited.result())
+                    exited = None
+                elif exited is not None:
+                    stopped_since = self._launcher.stopped_since(stopped_since, now)
+                    if stopped_since is not None and now - stopped_since > self.state.liveness_timeout:
+                        yield machine.CommandExited(ROUND_FAILED, f"command stopped (SIGSTOP) for {now - stopped_since:.1f} s")
+                        exited = None
+        finally:
+            receive.cancel()
+
+    def _silent_for(self, seconds: float) -> bool:
+        """Whether the coordinator has been silent too long: it sends heartbeats from the
+        freeze on, except to its own member; before, HTTP/2 keepalive ends a dead stream."""
+        frozen = self.state.frozen and not self.state.joined_to_self
+        return frozen and seconds > self.state.liveness_timeout
+
+    def _poll(self, view: PeerView, exited: Optional[asyncio.Future]) -> Optional[float]:
+        """How long `_events` may sleep when nothing happens: the coordinator's silence and
+        a stopped command are found by looking; a node joined to itself before its command
+        runs has neither, and wakes only when a suspicion lapses."""
+        if self.state.joined_to_self and exited is None:
+            return view.next_lapse(time.monotonic())
+        return self.state.heartbeat_interval
+
+    async def _confirm(self, membership: Membership) -> None:
+        """Arm the command with its environment, then confirm the list by its digest."""
+        node_id = self._res.me.node_id
+        env = launch_environment(membership, node_id)
+        if self._follower is None:
+            registration = self._res.registration
+            path = create_progress_file(registration.parent if registration else None, node_id)
+            self._follower = ProgressFollower(path, self._config.timings.progress_poll, self._progressed_to)
+        env[PROGRESS_VARIABLE] = str(self._follower.path)
+        log.info(
+            "round %d frozen: worker %d of %d, coordinator %s, TF_CONFIG=%s",
+            membership.round, membership.rank_of(node_id), membership.world_size,
+            membership.coordinator.describe(), env["TF_CONFIG"],
+        )
+        if self.state.liveness_timeout != self._config.liveness_timeout:
+            log.info("the coordinator's liveness timeout of %g s rules this round (this node's: %g s)",
+                     self.state.liveness_timeout, self._config.liveness_timeout)
+        assert self.session is not None
+        # The coordinator watches every member from the freeze on: a scan of a big
+        # --sync-dir (seconds per GB the first time) must not look like a frozen node.
+        if self._beats is None and not self.state.joined_to_self:
+            self._beats = asyncio.create_task(self._heartbeats(self.session), name="heartbeats")
+        await self._launcher.arm(self._config.command, env)
+        self._enter(Phase.FROZEN, membership)
+        summary = await self._scan()
+        try:
+            await self.session.ready(membership.digest, summary)
+        except SessionLost:
+            pass  # the read side reports the lost coordinator
+
+    async def _report(self, report: machine.Report) -> None:
+        log.info("command exited with code %d%s", report.exit_code, f" ({report.reason})" if report.reason else "")
+        self._enter(Phase.FINISHED, self.state.membership)
+        summary = await self._scan() if report.exit_code == 0 and not report.reason else None
+        assert self.session is not None
+        try:
+            await self.session.finished(report.exit_code, report.reason, summary)
+        except SessionLost:
+            pass  # the read side reports the lost coordinator
+
+    async def _scan(self) -> Optional[SyncSummary]:
+        """--sync-dir: this node's copy, for the coordinator to compare."""
+        if self._res.sync is None:
+            return None
+        manifest, error = await self._res.sync.attempt(self._res.sync.scan())
+        return manifest.summary(self._previous) if manifest else SyncSummary.failed(error)
+
+    async def _sync(self, order: SyncFrom) -> None:
+        """Make the synced directory the copy `order` names, then say what this node has."""
+        assert self.session is not None and self._res.sync is not None
+        round = self.state.round or self._round
+        pull = transfer.pull(self._res.sync, order, self._res.me, self._config.job, round, self._res.keys)
+        try:
+            manifest, error = await self._res.sync.attempt(pull)
+        except Exception as exc:  # a bug: fail the round with it rather than never report
+            log.exception("--sync-dir: the copy failed")
+            manifest, error = None, f"--sync-dir: the copy failed: {exc!r}"
+        try:
+            await self.session.synced(manifest.digest if manifest else "", error)
+        except SessionLost:
+            pass  # the read side reports the lost coordinator
+
+    def _start(self, delay: float, membership: Optional[Membership]) -> None:
+        log.debug("released: starting in %.1f ms", delay * 1e3)
+        self._res.reservation.release()  # the command binds the TF port next
+        # The gate process waits until then on its own: this daemon stays out of the way
+        # of the start instant.
+        self._launcher.fire(time.time() + delay)
+        self._enter(Phase.RUNNING, membership)
+        if self._follower is not None:
+            self._follower.start()
+            self._sender = asyncio.create_task(self._send_progress(), name="send-progress")
+
+    def _progressed_to(self, progress: Progress) -> None:
+        self._progressed.set()
+        self._on_progress(progress)
+
+    async def _send_progress(self) -> None:
+        """The latest progress to the coordinator, at most once per `progress_send`."""
+        while True:
+            await self._progressed.wait()
+            self._progressed.clear()
+            if self.session is None or self.progress is None:
+                return
+            try:
+                await self.session.progress(self.progress)
+            except SessionLost:
+                return  # the read side reports the lost coordinator
+            await asyncio.sleep(self._config.timings.progress_send)
+
+    def _suspect(self, peer: Peer) -> None:
+        """The confirmer then asks its Status again, as for any unconfirmed advert, and its
+        answer is what makes it a candidate again (`PeerView.confirm`). A suspicion
+        never lapses by itself, since a node killed without a goodbye stays in mDNS caches
+        for many minutes and each try of it costs every waiting peer seconds."""
+        log.warning(
+            "cannot reach the coordinator %s for %.0f s: it may have stopped without a goodbye; "
+            "electing without it until it answers", peer.describe(), self._config.timings.suspect_after,
+        )
+        self._res.update_view(self._res.view.suspect(peer.node_id, math.inf))
+
+    async def _view_change_or(self, seconds: float) -> None:
+        # Not wait_for: on Python < 3.12 it can swallow a cancellation that arrives as the
+        # event is set, and a stopped node would then go on joining.
+        changed = asyncio.ensure_future(self._res.view_changed.wait())
+        try:
+            await asyncio.wait({changed}, timeout=seconds)
+        finally:
+            changed.cancel()
+

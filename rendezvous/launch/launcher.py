@@ -1,0 +1,221 @@
+"""Starting and stopping the command: its own process group, its environment, its exit code."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import signal
+import sys
+import time
+from typing import Mapping, Optional, Sequence, Union
+
+from . import gate
+from ..errors import CommandNotExecutable, LaunchError
+from ..observe.notify import NOTIFY_VARIABLES
+from ..host.runtime import process_state
+
+log = logging.getLogger(__name__)
+
+
+def exit_code_of(returncode: int) -> int:
+    """A shell-style exit code: death by signal N becomes 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def check_variables(env: Mapping[str, str]) -> None:
+    """Refuse, before the start, a variable that the command's environment cannot hold."""
+    for name, value in env.items():
+        if not name or "=" in name or "\0" in name or "\0" in value:
+            raise LaunchError(f"cannot pass the environment variable {name!r}={value!r} to the command")
+
+
+async def _readable(fd: int) -> None:
+    """Wait until `fd` is readable, then close it: a pipe once all its writers closed it, a
+    pidfd once its process ended."""
+    loop = asyncio.get_running_loop()
+    readable = loop.create_future()
+    loop.add_reader(fd, lambda: readable.done() or readable.set_result(None))
+    try:
+        await readable
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
+
+
+class _Forked:
+    """The spare gate as the launcher sees a process (pid, returncode, wait): a child of
+    this process that asyncio did not start, reaped once its pidfd says it ended."""
+
+    def __init__(self, pid: int, pidfd: int) -> None:
+        self.pid = pid
+        self.returncode: Optional[int] = None
+        self._ended = asyncio.ensure_future(self._reap(pidfd))
+
+    async def _reap(self, pidfd: int) -> None:
+        await _readable(pidfd)
+        # -N for death by signal N, as asyncio reports it
+        self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+
+    async def wait(self) -> int:
+        await asyncio.shield(self._ended)
+        assert self.returncode is not None
+        return self.returncode
+
+
+def check_command(command: Sequence[str]) -> str:
+    """Fail before the rendezvous, not after it, when the command cannot run."""
+    program = command[0]
+    if os.sep in program:
+        path = program
+        if os.path.isdir(path):
+            raise CommandNotExecutable(f"command is a directory: {program!r}")
+        if not os.path.isfile(path):
+            raise LaunchError(f"command not found: {program!r}")
+    else:
+        found = shutil.which(program)
+        if found is None:
+            raise LaunchError(f"command not found in PATH: {program!r}")
+        path = found
+    if not os.access(path, os.X_OK):
+        raise CommandNotExecutable(f"command is not executable: {program!r}")
+    return path
+
+
+class Launcher:
+    """Runs one command in a process group of its own, with output passed through.
+
+    `prepare` has the command's process ready, as a gate that waits (rendezvous.launch.gate), when
+    a round begins; `arm` gives it the round's environment once the membership is frozen;
+    `fire` lets it exec the command. `stop` handles a waiting and a running command alike.
+    """
+
+    def __init__(self) -> None:
+        self._process: Optional[Union[asyncio.subprocess.Process, _Forked]] = None
+        self._up: Optional[asyncio.Future] = None  # done once the gate waits
+        self._gate: Optional[int] = None
+        self._command: tuple[str, ...] = ()
+        self._env: dict[str, str] = {}  # the command's: this daemon's at `prepare`, the round's from `arm`
+        self.started_at: Optional[float] = None  # time.monotonic() when the command started
+        self.finished_at: Optional[float] = None
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self._process.pid if self._process and self.started_at is not None else None
+
+    def uptime(self, now: float) -> Optional[float]:
+        """Seconds the command has run by `now` (time.monotonic()), or ran until it ended."""
+        if self.started_at is None:
+            return None
+        return max(0.0, (self.finished_at or now) - self.started_at)
+
+    async def prepare(self, command: Sequence[str]) -> None:
+        """Have the gate that will exec `command`: the spare if this process forked one
+        (rendezvous.launch.gate), else one spawned now, an interpreter start that the freeze then
+        need not wait for."""
+        if self._process is not None:
+            return
+        check_command(command)
+        # systemd's notify socket is the daemon's (NotifyAccess=main): not the command's.
+        self._env = {k: v for k, v in os.environ.items() if k not in NOTIFY_VARIABLES}
+        spare = gate.take_spare()
+        if spare is not None:
+            self._process, ready_read, self._gate = _Forked(spare.pid, spare.pidfd), spare.ready, spare.gate
+            log.debug("the command's gate: the spare forked at this process's start (pid %d)", spare.pid)
+        else:
+            ready_read, ready_write = os.pipe()
+            gate_read, gate_write = os.pipe()
+            try:
+                self._process = await asyncio.create_subprocess_exec(
+                    sys.executable, "-I", "-S", gate.__file__, str(ready_write), str(gate_read), str(os.getpid()),
+                    # a session of its own is also a process group of its own (process_group=0: 3.11+)
+                    pass_fds=(ready_write, gate_read), start_new_session=True,
+                )
+            except BaseException:
+                os.close(gate_write)
+                os.close(ready_read)
+                raise
+            finally:
+                os.close(gate_read)
+                os.close(ready_write)
+            self._gate = gate_write
+            log.debug("the command's gate: spawned (pid %d)", self._process.pid)
+        self._command = tuple(command)
+        self._up = asyncio.ensure_future(_readable(ready_read))
+
+    async def arm(self, command: Sequence[str], env: Mapping[str, str]) -> None:
+        """The round's variables for the command (started now if `prepare` was not called);
+        returns once its gate waits, so that `fire` only has to write to it."""
+        check_variables(env)  # refuse what cannot be passed now, not at the start
+        await self.prepare(command)
+        assert self._up is not None
+        await asyncio.shield(self._up)
+        self._env.update(env)
+
+    def fire(self, start_at: float) -> None:
+        """Let the armed command start at `start_at` (seconds since the epoch)."""
+        assert self._process is not None and self._gate is not None, "fire() before arm()"
+        data = memoryview(gate.encode(start_at, self._command, self._env))
+        try:
+            while data:  # the gate reads until the pipe is closed: a long environment fits too
+                data = data[os.write(self._gate, data):]
+        except BrokenPipeError:
+            pass  # the gate is gone; `wait` tells its exit code
+        self._close_gate()
+        self.started_at = time.monotonic() + max(0.0, start_at - time.time())
+        log.info("starting %s (pid %d)", " ".join(self._command), self._process.pid)
+
+    def _close_gate(self) -> None:
+        if self._gate is not None:
+            os.close(self._gate)
+            self._gate = None
+
+    async def wait(self) -> int:
+        assert self._process is not None
+        code = exit_code_of(await self._process.wait())
+        if self.finished_at is None:
+            self.finished_at = time.monotonic()
+        self._signal_group(signal.SIGTERM)  # leftovers of the command's own children
+        return code
+
+    async def stop(self, grace: float) -> int:
+        """SIGTERM to the whole group, SIGKILL after `grace` seconds; returns the exit code."""
+        if self._process is None:
+            return 0
+        if self.started_at is None:
+            self._close_gate()  # disarm: the waiting gate exits without running anything
+            code = await self.wait()
+            if self._up is not None:
+                self._up.cancel()
+            return code
+        if self._process.returncode is None:
+            log.info("stopping the command (SIGTERM, SIGKILL after %gs)", grace)
+            self._signal_group(signal.SIGTERM)
+            self._signal_group(signal.SIGCONT)  # a stopped command must run to handle it
+            try:
+                await asyncio.wait_for(asyncio.shield(self._process.wait()), grace)
+            except asyncio.TimeoutError:
+                log.warning("the command ignored SIGTERM for %gs: SIGKILL", grace)
+                self.kill()
+        return await self.wait()
+
+    def stopped_since(self, since: Optional[float], now: float) -> Optional[float]:
+        """Since when the running command has been stopped (SIGSTOP, state T in /proc):
+        `since` if it still is, `now` if it just became so, None if it runs."""
+        if self._process is None or self.started_at is None or self._process.returncode is not None:
+            return None
+        if process_state(self._process.pid) not in (b"T", b"t"):
+            return None
+        return now if since is None else since
+
+    def kill(self) -> None:
+        self._signal_group(signal.SIGKILL)
+
+    def _signal_group(self, signum: int) -> None:
+        if self._process is None:
+            return
+        try:
+            os.killpg(self._process.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass

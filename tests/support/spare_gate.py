@@ -1,0 +1,35 @@
+"""A process that forks a spare gate first thing, as the `rendezvous` command does, then hands
+it to a launcher: spare_gate.py ACTION ENV_JSON COMMAND...
+
+Prints one JSON line {"spare": pid, "again": what a second take got} as soon as the gate
+waits, then: `fire` starts the command now and prints {"code": its exit code} when it ends;
+`stop` disarms the gate and prints {"code": ...}; `hold` waits forever (to be killed)."""
+
+import json
+import sys
+
+from rendezvous.launch import gate
+
+spare = gate.fork_spare()
+
+import asyncio  # noqa: E402  (after the fork, as in rendezvous.__main__)
+import time  # noqa: E402
+
+from rendezvous.launch.launcher import Launcher  # noqa: E402
+
+
+async def main(action: str, env: dict, command: list) -> None:
+    launcher = Launcher()
+    await launcher.arm(command, env)
+    print(json.dumps({"spare": spare, "gate": launcher._process.pid, "again": gate.take_spare() is not None}),
+          flush=True)
+    if action == "fire":
+        launcher.fire(time.time())
+        print(json.dumps({"code": await launcher.wait()}), flush=True)
+    elif action == "stop":
+        print(json.dumps({"code": await launcher.stop(grace=1)}), flush=True)
+    else:
+        await asyncio.Event().wait()
+
+
+asyncio.run(main(sys.argv[1], json.loads(sys.argv[2]), sys.argv[3:]))

@@ -1,0 +1,40 @@
+"""What a Prometheus scrape shows of a node's status (the HTTP side: test_job_status_netns)."""
+
+from __future__ import annotations
+
+import ipaddress
+
+from rendezvous.core.advert import Phase
+from rendezvous.core.peer import Peer
+from rendezvous.core.progress import Progress
+from rendezvous.core.status import NodeStatus
+from rendezvous.observe.metrics import samples
+from rendezvous.core.size import Size
+
+A = Peer("aaaaaaaaaaaa", ipaddress.ip_address("10.0.0.9"), 41234, 2222)
+
+
+def shown(status: NodeStatus) -> dict:
+    return {(s.name, s.labels): s.value for s in samples(status)}
+
+
+def test_a_waiting_node():
+    values = shown(NodeStatus(node=A, job="j", expect=Size.fixed(3), round=2))
+    assert values[("rendezvous_phase", (("phase", "waiting"),))] == 1.0
+    assert values[("rendezvous_phase", (("phase", "running"),))] == 0.0
+    assert values[("rendezvous_round", ())] == 2 and values[("rendezvous_restarts", ())] == 1
+    assert values[("rendezvous_members_seen", ())] == 1 and values[("rendezvous_members_expected", ())] == 3
+    assert not any(name.startswith(("rendezvous_command", "rendezvous_training")) for name, _ in values)
+
+
+def test_a_training_node():
+    progress = Progress(epoch=4, step=40, loss=0.5, images_per_s=99.0, metrics=(("accuracy", 0.75),))
+    status = NodeStatus(node=A, job="j", expect=Size.fixed(1), phase=Phase.RUNNING, seen=(A,), trainer_pid=5,
+                        trainer_uptime=12.5, progress=progress, rendezvous_seconds=0.25)
+    values = shown(status)
+    assert values[("rendezvous_phase", (("phase", "running"),))] == 1.0
+    assert values[("rendezvous_command_uptime_seconds", ())] == 12.5
+    assert values[("rendezvous_rendezvous_duration_seconds", ())] == 0.25
+    assert values[("rendezvous_training_epoch", ())] == 4 and values[("rendezvous_training_loss", ())] == 0.5
+    assert values[("rendezvous_training_metric", (("metric", "accuracy"),))] == 0.75
+    assert ("rendezvous_command_exit_code", ()) not in values

@@ -96,6 +96,22 @@ class Timings:
     # A node that waits without having seen its whole job asks the network again after
     # this, then twice as seldom each time, up to 16 times this (0: never).
     ask_again: float = 2.0
+    # What follows from a change of the view (telling the coordinator service, the progress,
+    # the confirmer) is done at once for the first few changes after a quiet window of this
+    # length, then at most once per window while changes keep coming.
+    view_settle: float = 0.02
+    # A settling round is looked at again this long after its settle time has passed.
+    settle_slack: float = 0.01
+    # One warning line per kind of bad request and source address this often, at most.
+    warning_interval: float = 30.0
+    # How long the command's interpreter and nvidia-smi may take to answer at startup.
+    probe_timeout: float = 20.0
+    # How long the gRPC server lets calls under way finish at shutdown.
+    server_stop_grace: float = 0.5
+    # `status --watch` asks again this often.
+    watch_interval: float = 1.0
+    # How long a metrics scrape waits for the node's status.
+    metrics_read_timeout: float = 5.0
 
     def __post_init__(self) -> None:
         for name in fields(self):

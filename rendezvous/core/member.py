@@ -22,7 +22,7 @@ from typing import Optional, Union
 from ..errors import CoordinatorError, MembershipError, RendezvousError
 from .peer import Peer, describe_peers
 from .record import record, replace
-from .round import ROUND_FAILED, Policy, heartbeat_interval
+from .round import ROUND_FAILED, Policy, heartbeat_interval, paused
 from .size import Size
 from .tf_config import Membership
 
@@ -233,8 +233,7 @@ class Member:
     membership: Optional[Membership] = None
     failing: Optional[tuple[str, float]] = None
     exit_code: Optional[int] = None  # of this node's command, once it ended
-    # What the preflight said of this round: its refusal, or the differences it allowed.
-    preflight: tuple[str, ...] = ()
+    preflight: tuple[str, ...] = ()  # what the preflight said: its refusal, or what it allowed
     liveness_timeout: float = 5.0
     syncs: bool = False
 
@@ -257,6 +256,11 @@ class Member:
         the other's proof of life: no heartbeats, no silence check (a lone node waiting
         for its peers then costs nothing while it waits)."""
         return self.endpoint == self.me.endpoint
+
+    def poll_interval(self, watching_command: bool, next_lapse: Optional[float]) -> Optional[float]:
+        """How long a listener waits when nothing happens: joined to itself before its command
+        runs, it has no silence or stopped command to look for, only a suspicion's lapse."""
+        return next_lapse if self.joined_to_self and not watching_command else self.heartbeat_interval
 
     @property
     def round(self) -> Optional[int]:
@@ -395,6 +399,42 @@ def _on_target_changed(state: Member, event: TargetChanged) -> Step:
     if event.endpoint != state.endpoint:
         return Step(state, Rejoin())
     return Step(state, Wait())
+
+
+# -- listening on a stream: the coordinator's silence, this node's pauses, a stopped command --
+
+
+@record
+class Listening:
+    """What a member noticed on one Join stream. `silence`: seconds spent waiting on it since the
+    coordinator was last heard, not on other work or stopped (what it sent is not known yet)."""
+
+    silence: float = 0.0
+    stopped_since: Optional[float] = None  # this node's command, stopped (SIGSTOP)
+    paused_for: Optional[float] = None  # how late the last wait woke: the process did not run
+
+    def woke(self, state: Member, asked: float, poll: Optional[float], now: float) -> "Listening":
+        """The wait from `asked`, for at most `poll`, ended at `now`: far later, it was paused."""
+        if poll is not None and paused(asked + poll, now, state.heartbeat_interval):
+            return replace(self, silence=0.0, paused_for=now - asked - poll)
+        return replace(self, silence=self.silence + now - asked, paused_for=None)
+
+    def heard(self) -> "Listening":
+        return replace(self, silence=0.0)
+
+    def silent(self, state: Member) -> Optional[Lost]:
+        """Lost to silence: heartbeats come from the freeze on (not to the coordinator's own member)."""
+        if state.frozen and not state.joined_to_self and self.silence > state.liveness_timeout:
+            return Lost(f"nothing heard from it for {self.silence:.1f} s")
+        return None
+
+    def command(self, state: Member, stopped: bool, now: float) -> tuple["Listening", Optional[CommandExited]]:
+        """The command is `stopped` (SIGSTOP) at `now`, or runs; stopped past the liveness timeout, it failed."""
+        since = (now if self.stopped_since is None else self.stopped_since) if stopped else None
+        if since is not None and now - since > state.liveness_timeout:
+            return replace(self, stopped_since=since), CommandExited(
+                ROUND_FAILED, f"command stopped (SIGSTOP) for {now - since:.1f} s")
+        return replace(self, stopped_since=since), None
 
 
 def start_delay(start_in: float, delay: float) -> float:

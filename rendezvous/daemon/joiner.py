@@ -22,13 +22,11 @@ from ..coordinator import JoinSession, SessionLost, Untrusted
 from ..core import member as machine
 from ..core.advert import Phase
 from ..core.manifest import PreviousChief, SyncSummary
-from ..core.member import Member, MemberAction, MemberEvent, RoundEnd, SyncFrom
-from ..core.round import ROUND_FAILED, paused
+from ..core.member import Listening, Member, MemberAction, MemberEvent, RoundEnd, SyncFrom
 from ..core.peer import Peer
 from ..core.progress import VARIABLE as PROGRESS_VARIABLE
 from ..core.progress import Progress
 from ..core.tf_config import Membership, launch_environment
-from ..core.view import PeerView
 from ..coordinator import transfer
 from ..errors import MembershipError
 from ..launch.launcher import Launcher
@@ -199,12 +197,7 @@ class Joiner:
         """What the coordinator says, changes of whom to join, the command's end, and the
         coordinator's silence, as they come."""
         receive = asyncio.ensure_future(session.receive())
-        # Seconds spent listening since the coordinator was last heard: its silence counts
-        # only while this node waits on the stream, not while it does something else
-        # (scans its --sync-dir, arms the command) or is stopped between two waits, when
-        # what the coordinator sent, or did not send as it was stopped too, is not known yet.
-        silence = 0.0
-        stopped_since: Optional[float] = None
+        listening = Listening()
         try:
             while True:
                 view = self._res.view
@@ -212,16 +205,15 @@ class Joiner:
                 self._res.view_changed.clear()
                 changed = asyncio.ensure_future(self._res.view_changed.wait())
                 waiting = {receive, changed} | ({exited} if exited and not exited.done() else set())
-                poll, asked = self._poll(view, exited), time.monotonic()
+                asked = time.monotonic()
+                poll = self.state.poll_interval(exited is not None, view.next_lapse(asked))
                 await asyncio.wait(waiting, timeout=poll, return_when=asyncio.FIRST_COMPLETED)
                 changed.cancel()
                 now = time.monotonic()
-                if poll is not None and paused(asked + poll, now, self.state.heartbeat_interval):
+                listening = listening.woke(self.state, asked, poll, now)
+                if listening.paused_for is not None:
                     log.warning("this node did not run for %.1f s (starved of CPU or stopped): "
-                                "the coordinator counts as heard now", now - asked - poll)
-                    silence = 0.0  # what it sent meanwhile may not be read yet
-                else:
-                    silence += now - asked
+                                "the coordinator counts as heard now", listening.paused_for)
                 while receive.done():
                     try:
                         yield receive.result()
@@ -231,35 +223,23 @@ class Joiner:
                     except SessionLost as exc:
                         yield machine.Lost(str(exc))
                         return
-                    silence = 0.0
+                    listening = listening.heard()
                     receive = asyncio.ensure_future(session.receive())
-                if self._silent_for(silence):
-                    yield machine.Lost(f"nothing heard from it for {silence:.1f} s")
+                lost = listening.silent(self.state)
+                if lost is not None:
+                    yield lost
                     return
                 if exited is not None and exited.done() and not exited.cancelled():
                     yield machine.CommandExited(exited.result())
                     exited = None
                 elif exited is not None:
-                    stopped_since = self._launcher.stopped_since(stopped_since, now)
-                    if stopped_since is not None and now - stopped_since > self.state.liveness_timeout:
-                        yield machine.CommandExited(ROUND_FAILED, f"command stopped (SIGSTOP) for {now - stopped_since:.1f} s")
+                    stopped = self._launcher.stopped_since(None, now) is not None
+                    listening, ended = listening.command(self.state, stopped, now)
+                    if ended is not None:
+                        yield ended
                         exited = None
         finally:
             receive.cancel()
-
-    def _silent_for(self, seconds: float) -> bool:
-        """Whether the coordinator has been silent too long: it sends heartbeats from the
-        freeze on, except to its own member; before, HTTP/2 keepalive ends a dead stream."""
-        frozen = self.state.frozen and not self.state.joined_to_self
-        return frozen and seconds > self.state.liveness_timeout
-
-    def _poll(self, view: PeerView, exited: Optional[asyncio.Future]) -> Optional[float]:
-        """How long `_events` may sleep when nothing happens: the coordinator's silence and
-        a stopped command are found by looking; a node joined to itself before its command
-        runs has neither, and wakes only when a suspicion lapses."""
-        if self.state.joined_to_self and exited is None:
-            return view.next_lapse(time.monotonic())
-        return self.state.heartbeat_interval
 
     async def _confirm(self, membership: Membership) -> None:
         """Arm the command with its environment, then confirm the list by its digest."""

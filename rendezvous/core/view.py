@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Iterator, Mapping, Optional, Sequence, TypeVar
+from typing import Iterator, Mapping, Optional, Sequence, TypeVar, Union
 
 from .advert import Advert, Phase
 from .family import Family, choose_family
@@ -12,6 +12,29 @@ from .record import field, record, replace
 from .size import Size
 
 T = TypeVar("T")
+
+
+# -- what discovery reports (rendezvous.discovery), applied by `PeerView.apply` ----------
+
+
+@record
+class Seen:
+    advert: Advert
+
+
+@record
+class Gone:
+    node_id: str
+
+
+@record
+class Hinted:
+    """An advert a peer sent with its Status request (`PeerView.hinted`)."""
+
+    advert: Advert
+
+
+DiscoveryEvent = Union[Seen, Gone, Hinted]
 
 
 @record
@@ -51,6 +74,14 @@ class PeerView:
     confirmed: Mapping[str, Advert] = field(default_factory=dict)
     departed: frozenset[str] = frozenset()  # said goodbye (node ids are new at every start)
     hints: frozenset[str] = frozenset()  # known only from a hint (see `hinted`)
+
+    def apply(self, event: DiscoveryEvent) -> "PeerView":
+        """The view after what discovery reported: the same view when it tells nothing new."""
+        if isinstance(event, Gone):
+            return self.gone(event.node_id)
+        if isinstance(event, Seen):
+            return self.seen(event.advert)
+        return self.hinted(event.advert)
 
     def seen(self, advert: Advert) -> "PeerView":
         """Add or update a discovered advert. Other jobs are not part of the view."""

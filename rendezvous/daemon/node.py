@@ -31,7 +31,7 @@ from ..core.family import Family, left_out_message, switch_message, switched
 from ..core.view import PeerView
 from ..core.member import RoundEnd, is_last_round
 from ..core.seeds import lonely_hint, parse_seeds
-from ..discovery import DiscoveryEvent, DiscoveryFactory, Gone, Seen
+from ..discovery import DiscoveryEvent, DiscoveryFactory, Hinted
 from ..discovery.combined import discovery_factory
 from ..errors import JobFailed, RendezvousTimeout
 from ..host.fingerprint import take_fingerprint
@@ -280,14 +280,9 @@ class Node:
     # -- discovery -----------------------------------------------------------------
 
     def _on_discovery(self, event: DiscoveryEvent) -> None:
-        if isinstance(event, Gone):
-            view = self.view.gone(event.node_id)
-        elif isinstance(event, Seen):
-            view = self.view.seen(event.advert)
-        else:
-            view = self.view.hinted(event.advert)
-            if view is self.view:
-                return  # every Status request of a known peer carries one: nothing new
+        view = self.view.apply(event)
+        if view is self.view and isinstance(event, Hinted):
+            return  # every Status request of a known peer carries one: nothing new
         self._name_left_out(view.family)
         self._res.update_view(self._switch_family(view))
 

@@ -10,32 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable, Optional, Union
+from typing import Callable, Optional
 
 from ..core.advert import Advert
 from ..core.adverts import Gossip
 from ..core.peer import IPAddress
-from ..core.record import record
-
-
-@record
-class Seen:
-    advert: Advert
-
-
-@record
-class Gone:
-    node_id: str
-
-
-@record
-class Hinted:
-    """An advert a peer sent with its Status request (`PeerView.hinted`)."""
-
-    advert: Advert
-
-
-DiscoveryEvent = Union[Seen, Gone, Hinted]
+# The events are plain data, defined beside the view that applies them (`PeerView.apply`).
+from ..core.view import DiscoveryEvent, Gone, Hinted, Seen  # noqa: F401
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from rendezvous.core.advert import Advert, Phase
 from rendezvous.core.peer import Peer
-from rendezvous.core.view import PeerView, Target
+from rendezvous.core.view import Gone, Hinted, PeerView, Seen, Target
 from rendezvous.core.size import Size
 from rendezvous.core.record import FrozenError, replace
 
@@ -122,6 +122,29 @@ def test_a_hint_never_brings_back_a_node_that_said_goodbye_but_discovery_does():
     assert v.hinted(LOW) is v  # its last Status request, arriving after its goodbye
     assert v.seen(LOW).others == {"bbbbbbbb": LOW}
     assert v.seen(LOW).hinted(HIGH).others == {"bbbbbbbb": LOW, "cccccccc": HIGH}
+
+
+def test_apply_takes_in_what_discovery_reports():
+    v = PeerView(ME).apply(Seen(LOW)).apply(Seen(HIGH)).apply(Gone("bbbbbbbb"))
+    assert v == PeerView(ME).seen(LOW).seen(HIGH).gone("bbbbbbbb")
+    assert v.apply(Hinted(LOW)) is v  # it said goodbye: its late request brings it back not
+    assert PeerView(ME).apply(Hinted(LOW)) == PeerView(ME).hinted(LOW)
+
+
+def test_apply_of_what_changes_nothing_is_the_same_view():
+    v = view(LOW)
+    for event in (Seen(LOW), Hinted(replace(LOW, phase=Phase.FROZEN)), Gone("dddddddd"), Seen(advert("10.0.0.1", "dddddddd", job="other"))):
+        assert v.apply(event) is v, event
+
+
+@given(st.lists(st.tuples(st.sampled_from(["seen", "gone", "hinted"]), st.sampled_from([LOW, HIGH, ME])), max_size=12))
+def test_apply_is_the_event_s_own_method(events):
+    applied = called = PeerView(ME)
+    for kind, a in events:
+        event = Gone(a.node_id) if kind == "gone" else Seen(a) if kind == "seen" else Hinted(a)
+        applied = applied.apply(event)
+        called = called.gone(a.node_id) if kind == "gone" else getattr(called, kind)(a)
+        assert applied == called
 
 
 def test_a_node_known_only_from_a_hint_is_dropped_when_it_does_not_answer():

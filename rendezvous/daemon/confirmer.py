@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from ..coordinator import StatusUntrusted, fetch_status
 from ..core.advert import Advert
 from ..core.asking import choose_asks
+from ..core.auth import Keys
 from ..errors import NoDaemonError
-
-if TYPE_CHECKING:
-    from .resources import Resources
+from .viewholder import ViewHolder
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +37,9 @@ MAX_BACKOFF = 8
 
 
 class Confirmer:
-    def __init__(self, res: "Resources", timeout: float, interval: float, hedge: float) -> None:
-        self._res = res
+    def __init__(self, views: ViewHolder, keys: Optional[Keys], timeout: float, interval: float, hedge: float) -> None:
+        self._views = views
+        self._keys = keys
         self._timeout = timeout
         self._interval = interval
         self._hedge = hedge
@@ -57,7 +57,7 @@ class Confirmer:
             return
         loop = asyncio.get_running_loop()
         now, later = loop.time(), []
-        view = self._res.view
+        view = self._views.view
         wanted = view.unconfirmed(now)
         needed = {a.node_id for a in wanted}
         for mapping in (self._next_ask, self._backoff):  # forget nodes that need no asking
@@ -92,25 +92,25 @@ class Confirmer:
     async def _ask(self, advert: Advert) -> None:
         """Ask the advertised node's Status once; when to ask again if its advert still
         needs it. (An advert that changed meanwhile is asked again at the next kick.)"""
-        node_id, view = advert.node_id, self._res.view
+        node_id, view = advert.node_id, self._views.view
         try:
-            status = await fetch_status(advert.peer.endpoint, self._timeout, self._res.keys, caller=view.me)
+            status = await fetch_status(advert.peer.endpoint, self._timeout, self._keys, caller=view.me)
         except StatusUntrusted as exc:
-            self._res.distrust(advert.peer, str(exc))
+            self._views.distrust(advert.peer, str(exc))
             return
         except NoDaemonError as exc:
             log.debug("cannot confirm the advert of %s yet: %s", advert.peer.describe(), exc)
             wait = self._backoff[node_id] = min(2 * self._backoff.get(node_id, self._interval / 2),
                                                 MAX_BACKOFF * self._interval)
             self._next_ask[node_id] = asyncio.get_running_loop().time() + wait
-            self._res.update_view(self._res.view.unanswered(node_id))
+            self._views.update(self._views.view.unanswered(node_id))
             return
         self._backoff.pop(node_id, None)
         self._next_ask[node_id] = asyncio.get_running_loop().time() + self._interval
         if status.node == advert.peer and status.job == view.me.job:
             if node_id in view.unreachable:
                 log.info("%s answers again: it is a candidate again", advert.peer.describe())
-            self._res.update_view(self._res.view.confirm(status.as_advert(auth=advert.auth)))
+            self._views.update(self._views.view.confirm(status.as_advert(auth=advert.auth)))
         else:
             log.debug("%s answers as %s of job %r", advert.peer.endpoint, status.node.describe(), status.job)
 

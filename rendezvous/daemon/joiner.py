@@ -15,25 +15,41 @@ import logging
 import math
 import time
 from contextlib import aclosing
-from typing import AsyncIterator, Callable, Optional
+from typing import AsyncIterator, Callable, Optional, Protocol
 
 from ..config.options import JoinConfig
 from ..coordinator import JoinSession, SessionLost, Untrusted
 from ..core import member as machine
 from ..core.advert import Phase
 from ..core.manifest import PreviousChief, SyncSummary
+from ..core.auth import Keys
 from ..core.member import Listening, Member, MemberAction, MemberEvent, RoundEnd, SyncFrom
 from ..core.peer import Peer
+from ..core.preflight import Fingerprint
+from ..core.size import Size
 from ..core.progress import VARIABLE as PROGRESS_VARIABLE
 from ..core.progress import Progress
 from ..core.tf_config import Membership, launch_environment
 from ..coordinator import transfer
+from ..coordinator.local import JoinHandler
 from ..errors import MembershipError
 from ..launch.launcher import Launcher
 from ..launch.follower import ProgressFollower, create_progress_file
-from .resources import Resources, SessionFactory
+from .resources import Seat
+from .viewholder import ViewHolder
 
 log = logging.getLogger(__name__)
+
+
+class SessionFactory(Protocol):
+    """Opens a Join stream to a coordinator (`JoinSession`; tests may pass another)."""
+
+    def __call__(
+        self, endpoint: str, me: Peer, job: str, round: int, expect: Size, keepalive: Optional[float],
+        fingerprint: Optional[Fingerprint] = None,
+        keys: Optional[Keys] = None,
+        local: Optional[JoinHandler] = None,
+    ) -> JoinSession: ...
 
 
 class Joiner:
@@ -44,7 +60,8 @@ class Joiner:
     def __init__(
         self,
         config: JoinConfig,
-        res: Resources,
+        seat: Seat,
+        views: ViewHolder,
         launcher: Launcher,
         connect: SessionFactory,
         enter: Callable[[Phase, Optional[Membership]], None],
@@ -53,7 +70,8 @@ class Joiner:
         on_progress: Callable[[Progress], None] = lambda progress: None,
     ) -> None:
         self._config = config
-        self._res = res
+        self._seat = seat
+        self._views = views
         self._launcher = launcher
         self._connect = connect
         self._enter = enter
@@ -67,8 +85,8 @@ class Joiner:
         self._sender: Optional[asyncio.Task] = None
         self._syncing: Optional[asyncio.Task] = None
         timings = config.timings
-        self.state = Member(res.me, timings.suspect_after, liveness_timeout=config.liveness_timeout,
-                            syncs=res.sync is not None)
+        self.state = Member(seat.me(), timings.suspect_after, liveness_timeout=config.liveness_timeout,
+                            syncs=seat.sync is not None)
 
     async def rendezvous(self) -> Optional[RoundEnd]:
         """Join until the command starts (None), or the round ends before (its end).
@@ -78,7 +96,7 @@ class Joiner:
         try:
             return await self._join_until_released()
         except MembershipError:
-            if self._res.view.conflicts():
+            if self._views.view.conflicts():
                 await asyncio.sleep(self._config.timings.conflict_linger)
             raise
 
@@ -115,14 +133,14 @@ class Joiner:
     async def _join_until_released(self) -> Optional[RoundEnd]:
         timings = self._config.timings
         while True:
-            self._res.view_changed.clear()  # the target is computed now: older changes are seen
-            target = self._res.view.target(time.monotonic())
-            self.state = self.state.joining(target.endpoint, target.peer, self._res.me)
+            self._views.changed.clear()  # the target is computed now: older changes are seen
+            target, me = self._views.view.target(time.monotonic()), self._seat.me()
+            self.state = self.state.joining(target.endpoint, target.peer, me)
             self.session = self._connect(
-                target.endpoint, self._res.me, self._config.job, self._round, self._config.expect,
-                timings.keepalive, fingerprint=self._res.fingerprint, keys=self._res.keys,
+                target.endpoint, me, self._config.job, self._round, self._config.expect,
+                timings.keepalive, fingerprint=self._seat.fingerprint, keys=self._seat.keys,
                 # this node's own member reaches its servicer inside the process (coordinator.local)
-                local=self._res.service if self.state.joined_to_self else None,
+                local=self._seat.local if self.state.joined_to_self else None,
             )
             action = await self._follow(self._join_and_listen(self.session))
             if isinstance(action, machine.Start):
@@ -157,7 +175,7 @@ class Joiner:
                     if action.suspect is not None:
                         self._suspect(action.suspect)
                     if action.distrust is not None:
-                        self._res.distrust(action.distrust, getattr(event, "reason", ""))
+                        self._views.distrust(action.distrust, getattr(event, "reason", ""))
                     return action
                 elif isinstance(action, RoundEnd):
                     return action
@@ -200,10 +218,10 @@ class Joiner:
         listening = Listening()
         try:
             while True:
-                view = self._res.view
+                view = self._views.view
                 yield machine.TargetChanged(view.target(time.monotonic()).endpoint, tuple(view.conflicts()))
-                self._res.view_changed.clear()
-                changed = asyncio.ensure_future(self._res.view_changed.wait())
+                self._views.changed.clear()
+                changed = asyncio.ensure_future(self._views.changed.wait())
                 waiting = {receive, changed} | ({exited} if exited and not exited.done() else set())
                 asked = time.monotonic()
                 poll = self.state.poll_interval(exited is not None, view.next_lapse(asked))
@@ -243,11 +261,10 @@ class Joiner:
 
     async def _confirm(self, membership: Membership) -> None:
         """Arm the command with its environment, then confirm the list by its digest."""
-        node_id = self._res.me.node_id
+        node_id = self._seat.me().node_id
         env = launch_environment(membership, node_id)
         if self._follower is None:
-            registration = self._res.registration
-            path = create_progress_file(registration.parent if registration else None, node_id)
+            path = create_progress_file(self._seat.progress_dir, node_id)
             self._follower = ProgressFollower(path, self._config.timings.progress_poll, self._progressed_to)
         env[PROGRESS_VARIABLE] = str(self._follower.path)
         log.info(
@@ -283,18 +300,20 @@ class Joiner:
 
     async def _scan(self) -> Optional[SyncSummary]:
         """--sync-dir: this node's copy, for the coordinator to compare."""
-        if self._res.sync is None:
+        sync = self._seat.sync
+        if sync is None:
             return None
-        manifest, error = await self._res.sync.attempt(self._res.sync.scan())
+        manifest, error = await sync.attempt(sync.scan())
         return manifest.summary(self._previous) if manifest else SyncSummary.failed(error)
 
     async def _sync(self, order: SyncFrom) -> None:
         """Make the synced directory the copy `order` names, then say what this node has."""
-        assert self.session is not None and self._res.sync is not None
+        sync = self._seat.sync
+        assert self.session is not None and sync is not None
         round = self.state.round or self._round
-        pull = transfer.pull(self._res.sync, order, self._res.me, self._config.job, round, self._res.keys)
+        pull = transfer.pull(sync, order, self._seat.me(), self._config.job, round, self._seat.keys)
         try:
-            manifest, error = await self._res.sync.attempt(pull)
+            manifest, error = await sync.attempt(pull)
         except Exception as exc:  # a bug: fail the round with it rather than never report
             log.exception("--sync-dir: the copy failed")
             manifest, error = None, f"--sync-dir: the copy failed: {exc!r}"
@@ -305,7 +324,7 @@ class Joiner:
 
     def _start(self, delay: float, membership: Optional[Membership]) -> None:
         log.debug("released: starting in %.1f ms", delay * 1e3)
-        self._res.reservation.release()  # the command binds the TF port next
+        self._seat.release_tf_port()  # the command binds the TF port next
         # The gate process waits until then on its own: this daemon stays out of the way
         # of the start instant.
         self._launcher.fire(time.time() + delay)
@@ -340,12 +359,12 @@ class Joiner:
             "cannot reach the coordinator %s for %.0f s: it may have stopped without a goodbye; "
             "electing without it until it answers", peer.describe(), self._config.timings.suspect_after,
         )
-        self._res.update_view(self._res.view.suspect(peer.node_id, math.inf))
+        self._views.update(self._views.view.suspect(peer.node_id, math.inf))
 
     async def _view_change_or(self, seconds: float) -> None:
         # Not wait_for: on Python < 3.12 it can swallow a cancellation that arrives as the
         # event is set, and a stopped node would then go on joining.
-        changed = asyncio.ensure_future(self._res.view_changed.wait())
+        changed = asyncio.ensure_future(self._views.changed.wait())
         try:
             await asyncio.wait({changed}, timeout=seconds)
         finally:

@@ -1,20 +1,21 @@
-"""What a node opens once at startup and closes once at shutdown:
+"""What a node binds once at startup and closes once at shutdown, its endpoint:
 
     bind   address -> TF port reservation -> gRPC server port
     start  serve (+ the health service) -> advert + discovery -> runtime file for `status`
-    close  TF port, [the round's command and stream], runtime file, gRPC server, mDNS goodbye
+    close  TF port, [the round's command and stream], confirmer, runtime file, gRPC server,
+           mDNS goodbye
 
-Rounds come and go in between; these stay.
+Rounds come and go in between; these stay. The view of the job lives in a `ViewHolder`
+beside the endpoint; a round's Joiner gets a `Seat`, only what a member needs of both.
 """
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Protocol
 
@@ -23,9 +24,10 @@ from grpc_health.v1 import health
 
 from ..host import runtime
 from ..host.address import choose_address
-from ..config.options import JoinConfig
+from ..config.options import JoinConfig, Timings
 from .confirmer import Confirmer
-from ..coordinator import CoordinatorService, JoinSession, bind_server, serve
+from .viewholder import ViewHolder
+from ..coordinator import CoordinatorService, bind_server, serve
 from ..coordinator.local import JoinHandler
 from ..coordinator.transfer import FileSource
 from ..core.advert import Advert
@@ -34,7 +36,6 @@ from ..core.peer import IPAddress, Peer
 from ..core.preflight import Fingerprint, Mismatch
 from ..core.seeds import DEFAULT_PORT
 from ..core.round import Policy
-from ..core.size import Size
 from ..core.status import NodeStatus
 from ..core.view import PeerView, Target
 from ..discovery import Discovery, DiscoveryEvent, DiscoveryFactory, Hinted, deliver
@@ -46,93 +47,57 @@ from ..host.token import load_keys
 
 log = logging.getLogger(__name__)
 
-# What follows from a change of the view is done at once for the first VIEW_BURST changes
-# after a quiet VIEW_SETTLE window, then at most once per window while changes keep coming:
-# a node of a job of N nodes that starts at once hears N adverts within a moment, and each
-# telling (the coordinator service, the progress, the confirmer, the joiner) costs O(N). A
-# node that just started sees itself, then its coordinator, then confirms it: none of that
-# waits.
-VIEW_SETTLE = 0.02
-VIEW_BURST = 3
 
+@dataclass(frozen=True)
+class Seat:
+    """What one round's member (the Joiner) takes from its node's endpoint."""
 
-class SessionFactory(Protocol):
-    def __call__(
-        self, endpoint: str, me: Peer, job: str, round: int, expect: Size, keepalive: Optional[float],
-        fingerprint: Optional[Fingerprint] = None,
-        keys: Optional[Keys] = None,
-        local: Optional[JoinHandler] = None,
-    ) -> JoinSession: ...
+    me: Callable[[], Peer]  # this node now: it may switch to its address of the job's IP family
+    release_tf_port: Callable[[], None]  # before the command binds it
+    local: JoinHandler  # this node's coordinator service, reached in-process when it joins itself
+    fingerprint: Optional[Fingerprint] = None  # what the command runs with, taken at startup
+    keys: Optional[Keys] = None  # the job's MAC keys, from --token-file
+    sync: Optional[SyncDir] = None  # --sync-dir
+    progress_dir: Optional[Path] = None  # where the command's progress file goes
 
 
 @dataclass
-class Resources:
+class Endpoint:
+    """This node on the network, from startup to shutdown: `me` changes only by `switch`,
+    the TF port's reservation at every round."""
+
     me: Peer
-    view: PeerView  # replaced, never changed, by `update_view`
     reservation: PortReservation
+    ipv6: bool  # the TF port is held on both families
     server: grpc.aio.Server
     health: health.aio.HealthServicer
     service: CoordinatorService
     discovery: Discovery
-    on_view: Callable[[], None]  # after every change of the view
-    policy: Policy  # when a failed round is the last
-    fingerprint: Optional[Fingerprint] = None  # what the command runs with, taken at startup
-    sync: Optional[SyncDir] = None  # --sync-dir
-    keys: Optional[Keys] = None  # the job's MAC keys, from --token-file
-    confirmer: Optional[Confirmer] = None
+    confirmer: Confirmer
+    timings: Timings
+    fingerprint: Optional[Fingerprint] = None
+    sync: Optional[SyncDir] = None
+    keys: Optional[Keys] = None
     registration: Optional[Path] = None
-    view_changed: asyncio.Event = field(default_factory=asyncio.Event)
-    _telling: Optional[asyncio.TimerHandle] = field(default=None, init=False, repr=False)
-    _untold: bool = field(default=False, init=False, repr=False)
-    _told: int = field(default=0, init=False, repr=False)  # tellings in this VIEW_SETTLE window
+
+    def seat(self) -> Seat:
+        progress_dir = self.registration.parent if self.registration else None
+        return Seat(lambda: self.me, self.release_tf_port, self.service, self.fingerprint, self.keys, self.sync,
+                    progress_dir)
+
+    def release_tf_port(self) -> None:
+        self.reservation.release()
 
     def hold_tf_port(self) -> None:
         """Hold this node's TF port again for the next round (the last command bound it)."""
         self.reservation.release()
-        self.reservation = PortReservation(self.me.tf_port, ipv6=6 in self.view.me.versions)
+        self.reservation = PortReservation(self.me.tf_port, ipv6=self.ipv6)
 
     def switch(self, me: Peer) -> None:
         """This node uses its address of the job's IP family now (core.family): the server
         already listens there; the Join and the coordinator service take it from here."""
         self.me = me
         self.service.moved(me)
-
-    def update_view(self, view: PeerView) -> None:
-        """Take the new view, and tell the rest about it (see VIEW_SETTLE)."""
-        self.view = view
-        if self._told < VIEW_BURST:
-            self._tell()
-        else:
-            self._untold = True
-
-    def _settled(self) -> None:
-        self._telling = None
-        if self._untold:  # changes keep coming: once a window from now on
-            self._told = VIEW_BURST
-            self._tell()
-        else:  # a quiet window: the next changes are told at once again
-            self._told = 0
-
-    def _tell(self) -> None:
-        self._untold = False
-        self._told += 1
-        if self._telling is None:
-            self._telling = asyncio.get_running_loop().call_later(VIEW_SETTLE, self._settled)
-        self.service.follow(self.view.target(time.monotonic()))
-        self.view_changed.set()
-        self.on_view()
-        if self.confirmer is not None:
-            self.confirmer.kick()
-
-    def distrust(self, peer: Peer, why: str) -> None:
-        """Leave a peer that failed authentication out for good; said once per peer."""
-        if peer.node_id in self.view.distrusted:
-            return
-        log.error(
-            "authentication with peer %s at %s failed, leaving it out: %s. It does not hold the "
-            "job's token, or this node's --token-file is not the job's", peer.node_id, peer.address, why,
-        )
-        self.update_view(self.view.distrust(peer.node_id))
 
     async def start(self, config: JoinConfig) -> None:
         """Serve, advertise, and register for `rendezvous status`."""
@@ -145,17 +110,31 @@ class Resources:
 
     async def close(self, *first: tuple[str, Optional[Callable[[], object]]]) -> None:
         """Close everything in order, after the `first` steps (the current round's)."""
-        if self._telling is not None:
-            self._telling.cancel()
         await run_all(
             ("release the TF port", self.reservation.release),
             *first,
-            ("stop confirming adverts", self.confirmer.close if self.confirmer else None),
+            ("stop confirming adverts", self.confirmer.close),
             ("remove the runtime file", lambda: runtime.unregister(self.registration)),
             ("stop the health service", self.health.enter_graceful_shutdown),
-            ("stop the gRPC server", lambda: self.server.stop(grace=0.5)),
+            ("stop the gRPC server", lambda: self.server.stop(grace=self.timings.server_stop_grace)),
             ("say goodbye", self.discovery.close),
         )
+
+
+class Binder(Protocol):
+    """Builds a node's endpoint and view holder (`bind_resources`; tests may pass another)."""
+
+    def __call__(
+        self, config: JoinConfig, node_id: str, make_discovery: DiscoveryFactory,
+        on_discovery: Callable[[DiscoveryEvent], None], status: Callable[[], NodeStatus],
+        on_view: Callable[[], None], fingerprint: Optional[Fingerprint] = None,
+    ) -> tuple[Endpoint, ViewHolder]: ...
+
+
+def job_policy(config: JoinConfig) -> Policy:
+    """When a failed round is the last, and which differences the preflight allows."""
+    allowed = frozenset(Mismatch(kind) for kind in config.allow_mismatch)
+    return Policy(config.max_restarts, frozenset(config.no_restart_on), allowed)
 
 
 def bind_resources(
@@ -166,10 +145,11 @@ def bind_resources(
     status: Callable[[], NodeStatus],
     on_view: Callable[[], None],
     fingerprint: Optional[Fingerprint] = None,
-) -> Resources:
+) -> tuple[Endpoint, ViewHolder]:
     """Choose the address, take the ports and build everything else, started by
-    `Resources.start`. Fails before the network hears of this node, releasing the ports.
-    The advert shows the `fingerprint`'s TensorFlow version and GPUs."""
+    `Endpoint.start`. Fails before the network hears of this node, releasing the ports.
+    The advert shows the `fingerprint`'s TensorFlow version and GPUs; `on_view` follows
+    every change of the view."""
     keys = load_keys(config.token_file, config.job)
     if keys is None:
         log.warning(
@@ -185,7 +165,8 @@ def bind_resources(
     if sync_root:
         remove_leftovers(sync_root, runtime.pid_alive)
     addresses = [address, *([choice.alternate] if choice.alternate else [])]
-    reservation = PortReservation(config.tf_port, ipv6=any(a.version == 6 for a in addresses))
+    ipv6 = any(a.version == 6 for a in addresses)
+    reservation = PortReservation(config.tf_port, ipv6=ipv6)
     try:
         server, port = _bind(addresses, config)
     except OSError as exc:
@@ -193,32 +174,41 @@ def bind_resources(
         raise AddressError(f"--port {config.port}: {exc}") from None
     me = Peer(node_id=node_id, address=address, port=port, tf_port=reservation.port)
     shown = {"tensorflow": fingerprint.tensorflow, "gpus": fingerprint.describe_gpus()} if fingerprint else {}
-    view = PeerView(Advert(
+    views = ViewHolder(PeerView(Advert(
         peer=me, job=config.job, expect=config.expect, auth=keys is not None, alternate=choice.alternate, **shown,
-    ))
+    )), config.timings.view_settle)
 
     def target() -> Target:
-        return resources.view.target(time.monotonic())
+        return views.view.target(time.monotonic())
 
-    allowed = frozenset(Mismatch(kind) for kind in config.allow_mismatch)
-    policy = Policy(config.max_restarts, frozenset(config.no_restart_on), allowed)
-    service = CoordinatorService(
-        me, config.job, config.expect, target, status, config.timings, config.liveness_timeout, policy,
-        config.settle, keys,
-    )
     sync = SyncDir(sync_root, config.sync_max_bytes) if sync_root else None
-    service.files = FileSource(sync) if sync else None
-    discovery = make_discovery(address, view.me, on_discovery)
-    service.exchange = discovery.exchange
-    service.hint = lambda advert: deliver(on_discovery, Hinted(advert))
-    resources = Resources(
-        me, view, reservation, server, health.aio.HealthServicer(), service, discovery, on_view, policy,
+    discovery = make_discovery(address, views.view.me, on_discovery)
+    service = coordinator_service(config, me, target, status, keys, sync, discovery, on_discovery)
+    timings = config.timings
+    confirmer = Confirmer(views, keys, timings.resolve_timeout, timings.suspect_after, timings.confirm_hedge)
+    for listener in (lambda: service.follow(target()), on_view, confirmer.kick):
+        views.listen(listener)
+    endpoint = Endpoint(
+        me, reservation, ipv6, server, health.aio.HealthServicer(), service, discovery, confirmer, timings,
         fingerprint, sync, keys,
     )
-    resources.confirmer = Confirmer(
-        resources, config.timings.resolve_timeout, config.timings.suspect_after, config.timings.confirm_hedge,
+    return endpoint, views
+
+
+def coordinator_service(
+    config: JoinConfig, me: Peer, target: Callable[[], Target], status: Callable[[], NodeStatus],
+    keys: Optional[Keys], sync: Optional[SyncDir], discovery: Discovery,
+    on_discovery: Callable[[DiscoveryEvent], None],
+) -> CoordinatorService:
+    """This node's coordinator service, with its collaborators."""
+    service = CoordinatorService(
+        me, config.job, config.expect, target, status, config.timings, config.liveness_timeout, job_policy(config),
+        config.settle, keys,
     )
-    return resources
+    service.files = FileSource(sync) if sync else None
+    service.exchange = discovery.exchange
+    service.hint = lambda advert: deliver(on_discovery, Hinted(advert))
+    return service
 
 
 def _bind(addresses: list[IPAddress], config: JoinConfig) -> tuple[grpc.aio.Server, int]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import signal
 import sys
 import time
 from pathlib import Path
@@ -123,6 +124,13 @@ async def run_nodes(*nodes: Node) -> list:
     return await asyncio.wait_for(asyncio.gather(*(n.run() for n in nodes), return_exceptions=True), 30)
 
 
+async def wait_for_view(node: Node, holds) -> None:
+    """Until the node's view holds what `holds` asks."""
+    while not holds(node.view):
+        node.views.changed.clear()
+        await node.views.changed.wait()
+
+
 def test_two_nodes_in_one_process_run_their_commands_with_one_list(tmp_path):
     bus = Bus()
     nodes = [Node(config(tmp_path, h, expect=2), discovery=bus.discovery) for h in (21, 22)]
@@ -208,18 +216,22 @@ def test_status_shows_the_coordinator_this_node_follows_and_leaves_suspects_out(
     peer is seen; a suspected peer neither counted nor marked coordinator."""
 
     async def scenario():
-        node = Node(config(tmp_path, 28, expect=3), discovery=Bus().discovery, connect=scripted(lambda me: [], []))
+        bus = Bus()
+        node = Node(config(tmp_path, 28, expect=3), discovery=bus.discovery, connect=scripted(lambda me: [], []))
         task = asyncio.create_task(node.run())
-        await asyncio.sleep(0.3)
+        while node.node_id not in bus.nodes:  # started
+            await asyncio.sleep(0.01)
         lowest = other("127.0.0.2", "aaaaaaaa")
         running = other("127.0.0.30", "cccccccc", Phase.RUNNING, "127.0.0.30:7000")
-        node._on_discovery(Seen(lowest))
-        node._on_discovery(Seen(running))
-        node._res.update_view(node.view.confirm(lowest).confirm(running))  # as their Status would
+        discovered = wait_for_view(node, lambda view: len(view.others) == 2)
+        bus.send("", Seen(lowest))  # as discovery would
+        bus.send("", Seen(running))
+        await discovered
+        node.views.update(node.view.confirm(lowest).confirm(running))  # as their Status would
         frozen_job = node.status()
-        node._res.update_view(node.view.suspect("aaaaaaaa", until=float("inf")))
+        node.views.update(node.view.suspect("aaaaaaaa", until=float("inf")))
         suspected = node.status()
-        node._on_signal(15)
+        node.signals.received(signal.SIGTERM)
         await task
         return frozen_job, suspected
 
@@ -291,7 +303,7 @@ def test_a_member_that_did_not_run_between_two_looks_does_not_blame_its_coordina
             time.sleep(2.0)  # the whole process: 4 liveness timeouts
             # and what came meanwhile (mDNS, here) wakes it at once: it looks before the
             # coordinator, stopped too, has sent anything
-            asyncio.get_running_loop().call_soon(nodes[1]._res.view_changed.set)
+            asyncio.get_running_loop().call_soon(nodes[1].views.changed.set)
         return step(state, event, now)
 
     monkeypatch.setattr(joining.machine, "step", stop_once_released)
@@ -324,3 +336,31 @@ def test_a_member_busy_between_two_looks_neither_blames_its_coordinator_nor_says
         assert asyncio.run(run_nodes(*nodes)) == [0, 0]
     assert "nothing heard from" not in caplog.text and "did not run for" not in caplog.text, caplog.text
     assert "round 2" not in caplog.text, caplog.text
+
+
+def test_the_endpoint_builder_is_passed_in_and_the_server_stops_with_the_configured_grace(tmp_path):
+    """A node builds its endpoint with the builder it was given; at shutdown its gRPC server
+    gets Timings.server_stop_grace for the calls under way."""
+    from rendezvous.daemon.resources import bind_resources
+
+    grace = 0.123
+    built, stops = [], []
+
+    def bind(*args, **kwargs):
+        endpoint, views = bind_resources(*args, **kwargs)
+        stop = endpoint.server.stop
+
+        async def recorded_stop(grace):
+            stops.append(grace)
+            await stop(grace)
+
+        endpoint.server.stop = recorded_stop
+        built.append(endpoint)
+        return endpoint, views
+
+    sessions: list = []
+    connect = scripted(lambda me: [frozen_alone(me), Released(0.0, 0.05), Completed()], sessions)
+    timings = Timings(keepalive=1.0, retry_interval=0.05, advertise_delay=0.0, server_stop_grace=grace)
+    node = Node(config(tmp_path, 35, timings=timings), discovery=Bus().discovery, connect=connect, bind=bind)
+    assert asyncio.run(run_nodes(node)) == [0]
+    assert len(built) == 1 and stops == [grace]

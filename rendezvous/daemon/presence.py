@@ -1,0 +1,117 @@
+"""What a node hears from the network and tells it, from startup to shutdown: discovery's
+events applied to the view, this node's own advert (its phase and round, its IP family),
+and the nudges while it waits alone or without its whole job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Callable, Coroutine, Optional
+
+from ..config.options import JoinConfig, discovery_mode
+from ..core.advert import Phase
+from ..core.family import Family, left_out_message, switch_message, switched
+from ..core.record import replace
+from ..core.seeds import lonely_hint, parse_seeds
+from ..core.view import PeerView
+from ..discovery import DiscoveryEvent, Hinted
+from .resources import Endpoint
+from .viewholder import ViewHolder
+
+log = logging.getLogger(__name__)
+
+
+class Presence:
+    def __init__(
+        self,
+        config: JoinConfig,
+        endpoint: Endpoint,
+        views: ViewHolder,
+        phase: Callable[[], Phase],  # this node's now
+        frozen: Callable[[], bool],  # its round is frozen: it keeps its addresses
+        report: Callable[[], None],
+    ) -> None:
+        self._config = config
+        self._endpoint = endpoint
+        self._views = views
+        self._phase = phase
+        self._frozen = frozen
+        self._report = report
+        self._tasks: set[asyncio.Task] = set()
+        self._left_out: set[str] = set()  # nodes of the job that cannot use its IP family, named once
+        self.hint: Optional[str] = None  # why nobody may be seen, once said
+
+    def start(self) -> None:
+        self._spawn(self._hint_when_alone(), "lonely-hint")
+        self._spawn(self._ask_while_incomplete(), "ask-again")
+
+    def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+
+    def on_discovery(self, event: DiscoveryEvent) -> None:
+        before = self._views.view
+        view = before.apply(event)
+        if view is before and isinstance(event, Hinted):
+            return  # every Status request of a known peer carries one: nothing new
+        self._name_left_out(view.family)
+        self._views.update(self._switch_family(view))
+
+    def advertise(self, phase: Phase, round: int, coordinator: Optional[str] = None) -> None:
+        """This node's advert in `phase` of `round`, announced after the delay."""
+        view = self._views.view
+        self._views.update(view.with_me(replace(view.me.with_phase(phase, coordinator), round=round)))
+        self._spawn(self._update_advert(), f"advertise-{phase.value}")
+
+    def _name_left_out(self, family: Family) -> None:
+        """Say once of each member of the job that cannot use its IP family that it is out."""
+        for member in family.left_out:
+            if member.node_id not in self._left_out:
+                self._left_out.add(member.node_id)
+                log.warning("%s", left_out_message(member, self._config.job, family.version))
+
+    def _switch_family(self, view: PeerView) -> PeerView:
+        """The view with this node on its address of the job's IP family, when it advertises
+        the other one; only before the freeze: a frozen round keeps its addresses."""
+        moved = None if self._frozen() else switched(view.me, view.family)
+        if moved is None:
+            return view
+        log.warning("%s", switch_message(moved, self._config.job, view.adverts))
+        self._endpoint.switch(moved.peer)
+        self._spawn(self._update_advert(), "advertise-family")
+        return view.with_me(moved)
+
+    def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
+        """A task of this node, cancelled at shutdown."""
+        task = asyncio.create_task(work, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _hint_when_alone(self) -> None:
+        """Nobody seen for a while: say why that may be, once, in the log and the progress."""
+        seconds = self._config.timings.lonely_hint
+        await asyncio.sleep(seconds)
+        if self._views.view.others or self._phase() is not Phase.WAITING:
+            return
+        mode = discovery_mode(self._config)
+        seeds = parse_seeds(self._config.peers) if mode != "mdns" else ()
+        self.hint = lonely_hint(seconds, seeds, multicast=mode != "unicast")
+        log.warning("%s", self.hint)
+        self._report()
+
+    async def _ask_while_incomplete(self) -> None:
+        """While this node waits without having seen its whole job, have discovery ask
+        again, twice as seldom each time: what was lost is not left to the caches' expiry."""
+        first = interval = self._config.timings.ask_again
+        while interval > 0:
+            await asyncio.sleep(interval)
+            if self._phase() is Phase.WAITING and not self._views.view.complete:
+                self._endpoint.discovery.ask_again()
+            interval = min(2 * interval, 16 * first)
+
+    async def _update_advert(self) -> None:
+        """Announce this node's advert as it is after the delay: changes made meanwhile
+        (a phase, a switch of IP family and back) go out as one, never in the wrong order."""
+        await asyncio.sleep(self._config.timings.advertise_delay)
+        await self._endpoint.discovery.update(self._views.view.me)

@@ -1,0 +1,81 @@
+"""The node's current view of its job (`core.view.PeerView`), and what follows from a change.
+
+A view never changes: `update` replaces it, and is the only way to. What follows from a
+change (the coordinator service follows the new target, the progress is reported, the
+confirmer asks what needs asking, a waiting Joiner wakes) is done at once for the first
+VIEW_BURST changes after a quiet window of `settle` seconds (Timings.view_settle), then at
+most once per window while changes keep coming: a node of a job of N nodes that starts at
+once hears N adverts within a moment, and each telling costs O(N). A node that just started
+sees itself, then its coordinator, then confirms it: none of that waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable, Optional, Sequence
+
+from ..core.peer import Peer
+from ..core.view import PeerView
+
+log = logging.getLogger(__name__)
+
+VIEW_BURST = 3
+
+
+class ViewHolder:
+    def __init__(self, view: PeerView, settle: float, listeners: Sequence[Callable[[], None]] = ()) -> None:
+        self._view = view
+        self._settle = settle
+        self._listeners = list(listeners)
+        self.changed = asyncio.Event()  # set at every telling; whoever waits on it clears it
+        self._telling: Optional[asyncio.TimerHandle] = None
+        self._untold = False
+        self._told = 0  # tellings in this settle window
+
+    @property
+    def view(self) -> PeerView:
+        return self._view
+
+    def listen(self, listener: Callable[[], None]) -> None:
+        """Call `listener` at every telling of a change, after those added before."""
+        self._listeners.append(listener)
+
+    def update(self, view: PeerView) -> None:
+        """Take the new view, and tell the listeners about it (see the module's doc)."""
+        self._view = view
+        if self._told < VIEW_BURST:
+            self._tell()
+        else:
+            self._untold = True
+
+    def distrust(self, peer: Peer, why: str) -> None:
+        """Leave a peer that failed authentication out for good; said once per peer."""
+        if peer.node_id in self._view.distrusted:
+            return
+        log.error(
+            "authentication with peer %s at %s failed, leaving it out: %s. It does not hold the "
+            "job's token, or this node's --token-file is not the job's", peer.node_id, peer.address, why,
+        )
+        self.update(self._view.distrust(peer.node_id))
+
+    def close(self) -> None:
+        if self._telling is not None:
+            self._telling.cancel()
+
+    def _settled(self) -> None:
+        self._telling = None
+        if self._untold:  # changes keep coming: once a window from now on
+            self._told = VIEW_BURST
+            self._tell()
+        else:  # a quiet window: the next changes are told at once again
+            self._told = 0
+
+    def _tell(self) -> None:
+        self._untold = False
+        self._told += 1
+        if self._telling is None:
+            self._telling = asyncio.get_running_loop().call_later(self._settle, self._settled)
+        self.changed.set()
+        for listener in self._listeners:
+            listener()

@@ -202,15 +202,13 @@ def bind_resources(
 
     allowed = frozenset(Mismatch(kind) for kind in config.allow_mismatch)
     policy = Policy(config.max_restarts, frozenset(config.no_restart_on), allowed)
-    service = CoordinatorService(
-        me, config.job, config.expect, target, status, config.timings, config.liveness_timeout, policy,
-        config.settle, keys,
-    )
     sync = SyncDir(sync_root, config.sync_max_bytes) if sync_root else None
-    service.files = FileSource(sync) if sync else None
     discovery = make_discovery(address, view.me, on_discovery)
-    service.exchange = discovery.exchange
-    service.hint = lambda advert: deliver(on_discovery, Hinted(advert))
+    service = CoordinatorService(
+        me, config.job, config.expect, target, status, config.timings, liveness_timeout=config.liveness_timeout,
+        policy=policy, settle=config.settle, keys=keys, files=FileSource(sync) if sync else None,
+        exchange=discovery.exchange, hint=lambda advert: deliver(on_discovery, Hinted(advert)),
+    )
     resources = Resources(
         me, view, reservation, server, health.aio.HealthServicer(), service, discovery, on_view, policy,
         fingerprint, sync, keys,

@@ -9,6 +9,7 @@ import time
 from typing import Callable, Optional
 
 from ..config.options import Timings
+from ..core import admission
 from ..core import job as jobs
 from ..core import round as rounds
 from ..core.manifest import out_of_sync
@@ -152,4 +153,4 @@ class Coordination:
             redirect.coordinator.CopyFrom(_wire.peer_to_pb(coordinator))
         self.broadcast(self.message(redirect=redirect))
         self.end_streams()
-        self.round = self.round.next(self.round.number)
+        self.round = admission.start_over(self.round)

@@ -94,6 +94,13 @@ def route(state: Round, me: Peer, target: Target, peer: Peer) -> Optional[Redire
     return None
 
 
+def start_over(state: Round) -> Round:
+    """The round after every joiner of a gathering round was sent elsewhere: the same
+    number, nobody in it (they join where they were sent, or come back). Any other round
+    stays: its members are frozen into it."""
+    return state.next(state.number) if state.phase is RoundPhase.GATHERING else state
+
+
 def round_limit(state: Round, own: int) -> int:
     """The highest round a Join may ask for. `own` is the round this node is in itself,
     which no peer can set. A gathering round may take one round past that (its peers saw

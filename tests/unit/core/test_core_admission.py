@@ -21,6 +21,7 @@ from rendezvous.core.admission import (
     check_source,
     round_limit,
     route,
+    start_over,
 )
 from rendezvous.core.peer import Peer
 from rendezvous.core.record import replace
@@ -114,6 +115,13 @@ def test_a_joiner_of_the_other_family_goes_back_to_its_view():
     v6 = peer("fd00::7", "77777777")
     assert route(gathering(), A, Target(A.endpoint, A), v6) == Redirection("job 'job' uses IPv4 on this node, not IPv6")
     assert route(running(), A, Target(A.endpoint, A), v6).coordinator is None
+
+
+def test_a_gathering_round_whose_joiners_went_elsewhere_starts_over_empty_with_its_number():
+    state = gathering(A, number=3)
+    fresh = start_over(state)
+    assert (fresh.number, fresh.joined, fresh.phase, fresh.policy) == (3, (), RoundPhase.GATHERING, state.policy)
+    assert start_over(running()) == running()
 
 
 # -- which round a Join may ask for ----------------------------------------------------------

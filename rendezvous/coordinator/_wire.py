@@ -8,6 +8,7 @@ import math
 from typing import Iterable, Optional
 
 from ..config.options import Timings
+from ..core.admission import Header, Redirection
 from ..core.advert import MAX_EXPECT, PROTOCOL_VERSION, Advert, InvalidAdvert, Phase, decode_advert, validate_job
 from ..core.adverts import Gossip, Record
 from ..core.job import JobView, MemberView
@@ -80,6 +81,17 @@ def header(job: str, round: int, sender: str) -> pb.Header:
     return pb.Header(
         protocol_version=PROTOCOL_VERSION, job=job, round=round, sender_node_id=sender
     )
+
+
+def header_from_pb(message: pb.Header) -> Header:
+    return Header(protocol_version=message.protocol_version, job=message.job, round=message.round)
+
+
+def redirect_to_pb(redirection: Redirection) -> pb.Redirect:
+    redirect = pb.Redirect(reason=redirection.reason)
+    if redirection.coordinator is not None:
+        redirect.coordinator.CopyFrom(peer_to_pb(redirection.coordinator))
+    return redirect
 
 
 def peer_to_pb(peer: Peer) -> pb.Peer:

@@ -201,14 +201,11 @@ def coordinator_service(
     on_discovery: Callable[[DiscoveryEvent], None],
 ) -> CoordinatorService:
     """This node's coordinator service, with its collaborators."""
-    service = CoordinatorService(
-        me, config.job, config.expect, target, status, config.timings, config.liveness_timeout, job_policy(config),
-        config.settle, keys,
+    return CoordinatorService(
+        me, config.job, config.expect, target, status, config.timings, liveness_timeout=config.liveness_timeout,
+        policy=job_policy(config), settle=config.settle, keys=keys, files=FileSource(sync) if sync else None,
+        exchange=discovery.exchange, hint=lambda advert: deliver(on_discovery, Hinted(advert)),
     )
-    service.files = FileSource(sync) if sync else None
-    service.exchange = discovery.exchange
-    service.hint = lambda advert: deliver(on_discovery, Hinted(advert))
-    return service
 
 
 def _bind(addresses: list[IPAddress], config: JoinConfig) -> tuple[grpc.aio.Server, int]:

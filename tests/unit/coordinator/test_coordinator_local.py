@@ -17,6 +17,7 @@ from rendezvous.coordinator.local import LocalCall
 from rendezvous.core.auth import derive_keys
 from rendezvous.core.member import Aborted, Frozen, Released, Waiting
 from rendezvous.core.peer import Peer
+from rendezvous.core.round import Policy
 from rendezvous.core.size import Size
 from rendezvous.core.status import NodeStatus
 from rendezvous.core.view import Target
@@ -33,7 +34,8 @@ def peer(address: str) -> Peer:
 def service_of(me: Peer, expect: int = 1, keys=None) -> CoordinatorService:
     return CoordinatorService(
         me, JOB, Size.fixed(expect), lambda: Target(me.endpoint, me),
-        lambda: NodeStatus(node=me, job=JOB, expect=Size.fixed(expect)), TIMINGS, keys=keys,
+        lambda: NodeStatus(node=me, job=JOB, expect=Size.fixed(expect)), TIMINGS,
+        liveness_timeout=5.0, policy=Policy(), settle=0.0, keys=keys,
     )
 
 

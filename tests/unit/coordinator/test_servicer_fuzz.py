@@ -25,6 +25,7 @@ from rendezvous.core.advert import Advert
 from rendezvous.core.auth import derive_keys
 from rendezvous.core.member import Frozen, Heartbeat, Redirected
 from rendezvous.core.peer import Peer
+from rendezvous.core.round import Policy
 from rendezvous.core.size import Size
 from rendezvous.core.status import NodeStatus
 from rendezvous.core.view import Target
@@ -45,6 +46,9 @@ class Server:
         self.loop = asyncio.new_event_loop()
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
         self.keys = keys
+        # What the service's collaborators do, for a test to change.
+        self.exchange = lambda gossip: None
+        self.hint = lambda advert: None
         self.me, self.service = self.call(self._start())
 
     def call(self, coroutine, timeout: float = 30):
@@ -55,7 +59,8 @@ class Server:
         me = Peer(secrets.token_hex(6), ipaddress.ip_address("127.0.0.1"), port, free_port())
         service = CoordinatorService(
             me, JOB, Size.fixed(2), lambda: Target(me.endpoint, me), lambda: NodeStatus(node=me, job=JOB, expect=Size.fixed(2)),
-            TIMINGS, keys=self.keys,
+            TIMINGS, liveness_timeout=5.0, policy=Policy(), settle=0.0, keys=self.keys,
+            exchange=lambda gossip: self.exchange(gossip), hint=lambda advert: self.hint(advert),
         )
         self.server = server
         await serve(server, service, health.aio.HealthServicer())
@@ -182,8 +187,8 @@ def test_status_requests_of_junk_end_with_a_status_code(open_server, token_serve
 
 
 def test_the_advert_sent_with_a_status_request_is_passed_on_only_from_its_own_job_and_address(open_server):
-    heard, default = [], open_server.service.hint
-    open_server.service.hint = heard.append
+    heard, default = [], open_server.hint
+    open_server.hint = heard.append
     try:
         peer = Peer(secrets.token_hex(6), ipaddress.ip_address("127.0.0.9"), 4000, 4001)
         mine = Advert(peer, JOB, Size.fixed(2))
@@ -199,7 +204,7 @@ def test_the_advert_sent_with_a_status_request_is_passed_on_only_from_its_own_jo
         assert raw_status(open_server, junk.SerializeToString()) is grpc.StatusCode.OK
         assert heard == [mine]
     finally:
-        open_server.service.hint = default
+        open_server.hint = default
 
 
 @pytest.mark.parametrize("keyed", [False, True], ids=["open", "token"])
@@ -275,7 +280,7 @@ def test_a_job_forms_while_junk_hits_the_coordinators_port(tmp_path):
 def test_warnings_are_rate_limited_per_kind_and_address(caplog):
     import logging
 
-    from rendezvous.coordinator.server import RateLimitedWarnings
+    from rendezvous.coordinator._limits import RateLimitedWarnings
 
     logger = logging.getLogger("test.warnings")
     warnings = RateLimitedWarnings(logger, interval=60)
@@ -370,8 +375,8 @@ def test_exchanges_of_junk_end_with_a_status_code(open_server, data):
     from rendezvous.core.adverts import AdvertStore
 
     store = AdvertStore(10.0)
-    open_server.service.exchange = lambda gossip: store.merge(gossip.records, 0.0).store.answer(gossip)
+    open_server.exchange = lambda gossip: store.merge(gossip.records, 0.0).store.answer(gossip)
     try:
         assert raw_status(open_server, data, EXCHANGE) is not grpc.StatusCode.UNKNOWN
     finally:
-        open_server.service.exchange = lambda gossip: None
+        open_server.exchange = lambda gossip: None

@@ -22,6 +22,7 @@ from rendezvous.core.auth import derive_keys
 from rendezvous.core.manifest import FileEntry, Manifest, PreviousChief, SyncSummary
 from rendezvous.core.member import SyncFrom
 from rendezvous.core.peer import Peer
+from rendezvous.core.round import Policy
 from rendezvous.errors import ConfigError, SyncError
 from rendezvous.host import syncdir as sync_module
 from rendezvous.host.syncdir import CHUNK, SyncDir, check_sync_dir
@@ -58,9 +59,11 @@ async def serving(root: Path, files: bool = True, keys=None):
     --sync-dir); (source peer, its SyncDir, server)."""
     server, port = bind_server("127.0.0.1", 0)
     source = peer(port)
-    service = CoordinatorService(source, JOB, 2, lambda: None, lambda: None, Timings(), keys=keys)
     sync = SyncDir(root, 1 << 30)
-    service.files = transfer.FileSource(sync) if files else None
+    service = CoordinatorService(
+        source, JOB, 2, lambda: None, lambda: None, Timings(), liveness_timeout=5.0, policy=Policy(), settle=0.0,
+        keys=keys, files=transfer.FileSource(sync) if files else None,
+    )
     await serve(server, service, health.aio.HealthServicer())
     await sync.scan()
     return source, sync, server

@@ -1,0 +1,57 @@
+"""The coordinator's watch over a running round: members that went silent end it
+(core.round.check_liveness), and members whose progress lags are named stragglers."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Optional
+
+from ..core import job as jobs
+from ..core import round as rounds
+
+if TYPE_CHECKING:
+    from ._coordination import Coordination
+
+log = logging.getLogger(__name__)
+
+
+class Watchdog:
+    def __init__(self, coordination: "Coordination") -> None:
+        self._c = coordination
+        self._task: Optional[asyncio.Task] = None
+
+    def start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._watch(), name="liveness")
+
+    async def _watch(self) -> None:
+        """Ends the round when a member goes silent; runs from the freeze to the round's
+        end, while anyone is joined."""
+        c = self._c
+        interval = c.heartbeat_interval
+        looked = time.monotonic()
+        while c.outboxes and c.round.running:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            # From the last look, not from this sleep's start: a stop between the two is this
+            # node's too.
+            if rounds.paused(looked + interval, now, interval):
+                log.warning("this node did not run for %.1f s (starved of CPU or stopped): "
+                            "the members count as heard now", now - looked - interval)
+                c.round = rounds.resumed(c.round, now)
+            looked = now
+            c.apply(rounds.check_liveness(c.round, now, c.liveness, c.me.node_id))
+            self._check_stragglers(now)
+
+    def _check_stragglers(self, now: float) -> None:
+        c = self._c
+        after = c.timings.straggler_after
+        c.board, marked = jobs.check_stragglers(jobs.for_round(c.board, c.round.number), now, after)
+        for node_id in marked:
+            peer = c.round.member(node_id)
+            log.warning(
+                "%s is a straggler: its progress has lagged the others' median by more than %d%% for %.0f s",
+                peer.describe() if peer else node_id, jobs.STRAGGLER_LAG * 100, after,
+            )

@@ -15,7 +15,9 @@ import sys
 from typing import Callable, Optional, Sequence
 
 from .. import __version__
-from ..config.options import BY_NAME, LOG_OPTIONS, OPTIONS, Kind, LogConfig, Option, check_option, parse_seconds
+from ..config.checks import parse_seconds
+from ..config.join import LogConfig
+from ..config.options import BY_NAME, LOG_OPTIONS, OPTIONS, Kind, Option, check_option
 from ..core.seeds import parse_seed
 from ..errors import (
     AddressError,
@@ -141,14 +143,14 @@ def _add_option(group: argparse._ArgumentGroup, option: Option) -> None:
     environment or the config file may set it."""
     flags = [option.short, option.flag] if option.short else [option.flag]
     if option.kind is Kind.COUNT:
-        group.add_argument(*flags, dest=option.name, action="count", help=option.help)
+        group.add_argument(*flags, dest=option.name, action="count", help=option.help_text)
     elif option.kind is Kind.FLAG:
-        group.add_argument(*flags, dest=option.name, action="store_true", default=None, help=option.help)
+        group.add_argument(*flags, dest=option.name, action="store_true", default=None, help=option.help_text)
     elif option.kind is Kind.LIST:  # repeatable, and each may hold several: a,b
         group.add_argument(*flags, dest=option.name, action="extend", type=_text_type(option),
-                           metavar=option.metavar, help=option.help)
+                           metavar=option.metavar, help=option.help_text)
     else:
-        group.add_argument(*flags, dest=option.name, type=_text_type(option), metavar=option.metavar, help=option.help)
+        group.add_argument(*flags, dest=option.name, type=_text_type(option), metavar=option.metavar, help=option.help_text)
 
 
 def _output_options() -> argparse.ArgumentParser:

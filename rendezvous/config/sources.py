@@ -11,18 +11,9 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
-
-from .options import (
-    BY_NAME,
-    LOG_OPTIONS,
-    OPTIONS,
-    JoinConfig,
-    Kind,
-    LogConfig,
-    check_option,
-    default_trainer_command,
+from .checks import (
     parse_codes,
     parse_command,
     parse_flag,
@@ -32,6 +23,8 @@ from .options import (
     parse_timings,
     parse_whole,
 )
+from .join import JoinConfig, LogConfig
+from .options import BY_NAME, LOG_OPTIONS, OPTIONS, Kind, check_option, default_trainer_command
 from ..core.record import record
 from ..errors import ConfigError
 

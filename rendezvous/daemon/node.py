@@ -20,7 +20,7 @@ import signal
 import time
 from typing import Any, Awaitable, Callable, Coroutine, Optional, TypeVar, Union
 
-from ..config.options import JoinConfig, discovery_mode
+from ..config.join import JoinConfig, discovery_mode
 from ..coordinator import JoinSession
 from ..core.advert import Phase
 from ..core.manifest import PreviousChief

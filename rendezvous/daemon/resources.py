@@ -23,7 +23,7 @@ from grpc_health.v1 import health
 
 from ..host import runtime
 from ..host.address import choose_address
-from ..config.options import JoinConfig
+from ..config.join import JoinConfig
 from .confirmer import Confirmer
 from ..coordinator import CoordinatorService, JoinSession, bind_server, serve
 from ..coordinator.local import JoinHandler

@@ -20,7 +20,7 @@ import subprocess
 import sys
 from typing import Optional, Sequence
 
-from ..config.options import JoinConfig
+from ..config.join import JoinConfig
 from ..core.digest import sha256
 from ..core.preflight import Fingerprint
 

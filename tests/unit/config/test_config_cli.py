@@ -18,7 +18,7 @@ from peers import run_join
 from rendezvous import __version__
 from rendezvous.cli.main import build_parser, split_command
 from rendezvous.config.sources import build_settings, from_cli, resolve_command
-from rendezvous.config.options import DEFAULT_JOB, JoinConfig, Timings, default_trainer_command
+from rendezvous.config import DEFAULT_JOB, JoinConfig, Timings, default_trainer_command
 from rendezvous.errors import (
     AddressError,
     CommandNotExecutable,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from grpc_health.v1 import health
 
-from rendezvous.config.options import Timings
+from rendezvous.config.timings import Timings
 from rendezvous.coordinator import CoordinatorService, bind_server, serve
 from rendezvous.coordinator import transfer
 from rendezvous.core.auth import derive_keys

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rendezvous.config.options import JoinConfig
+from rendezvous.config.join import JoinConfig
 from rendezvous.host.fingerprint import command_interpreter, file_digest, list_gpus, probe_interpreter, take_fingerprint
 
 

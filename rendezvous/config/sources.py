@@ -24,8 +24,9 @@ from .checks import (
     parse_whole,
 )
 from .join import JoinConfig, LogConfig
-from .options import BY_NAME, LOG_OPTIONS, OPTIONS, Kind, check_option, default_trainer_command
+from .options import BY_NAME, LOG_OPTIONS, OPTIONS, SUBCOMMAND_OPTIONS, Kind, check_option, check_value, default_trainer_command
 from ..core.record import record
+from ..core.seeds import parse_seed
 from ..errors import ConfigError
 
 DEFAULT_CONFIG_FILE = "/etc/rendezvous/rendezvous.conf"
@@ -73,6 +74,21 @@ def from_cli(args: Mapping[str, object], command: Sequence[str]) -> dict[str, Va
     values = {o.name: Value(_frozen(args[o.name]), o.flag) for o in OPTIONS if args.get(o.name) is not None}
     if command:
         values["command"] = Value(tuple(command), "the command after --")
+    return values
+
+
+def look_options(args: Mapping[str, object], subcommand: str) -> dict[str, Any]:
+    """The options of `peers` or `status`, which come from the command line only: each as
+    given (checked as `join` checks it) or its default. Seeds are written out in full."""
+    values: dict[str, Any] = {}
+    for option in SUBCOMMAND_OPTIONS[subcommand]:
+        given = args.get(option.name)
+        if given is None:
+            values[option.name] = option.default
+            continue
+        value = _frozen(given)
+        check_value(option, value)
+        values[option.name] = tuple(str(parse_seed(t)) for t in value) if option.name == "peers" else value
     return values
 
 

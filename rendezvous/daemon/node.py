@@ -141,7 +141,8 @@ class Node:
             )
             metrics = None
             try:
-                metrics = start_metrics(self.config.metrics_port, str(self._res.me.address), self.status)
+                metrics = start_metrics(self.config.metrics_port, str(self._res.me.address), self.status,
+                                        self.config.timings.metrics_read_timeout)
                 await self._res.start(self.config)
                 self._spawn(self._hint_when_alone(), "lonely-hint")
                 self._spawn(self._ask_while_incomplete(), "ask-again")

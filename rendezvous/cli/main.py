@@ -159,7 +159,7 @@ def _add_options(parser: argparse.ArgumentParser, options: Sequence[Option]) -> 
             _add_option(groups[option.group], option)
 
 
-def _join_parser(commands: argparse._SubParsersAction) -> None:
+def _join_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     join = commands.add_parser(
         "join",
         help="rendezvous with the peers of a job, then run a command on all of them at once",
@@ -308,7 +308,8 @@ def _reader_gone() -> int:
 
 def _subcommand_parser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
     (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    return commands.choices[name]
+    chosen: argparse.ArgumentParser = commands.choices[name]
+    return chosen
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

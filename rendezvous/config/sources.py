@@ -88,7 +88,9 @@ def look_options(args: Mapping[str, object], subcommand: str) -> dict[str, Any]:
             continue
         value = _frozen(given)
         check_value(option, value)
-        values[option.name] = tuple(str(parse_seed(t)) for t in value) if option.name == "peers" else value
+        if option.name == "peers" and isinstance(value, tuple):
+            value = tuple(str(parse_seed(t)) for t in value)
+        values[option.name] = value
     return values
 
 
@@ -173,7 +175,7 @@ def parse_config_file(text: str, path: str) -> dict[str, Value]:
     return values
 
 
-def _read_timings_table(table: dict, source: str) -> object:
+def _read_timings_table(table: dict[str, object], source: str) -> object:
     try:
         return parse_timings(table)
     except ValueError as exc:
@@ -211,8 +213,8 @@ def build_settings(values: Mapping[str, Value], config_file: Optional[str] = Non
             f"RENDEZVOUS_EXPECT, or write `expect = N` in the config file ({DEFAULT_CONFIG_FILE} "
             "or --config FILE)"
         )
-    given = {name: value.value for name, value in values.items()}
-    command = resolve_command(given.pop("command", ()))  # type: ignore[arg-type]
+    given: dict[str, Any] = {name: value.value for name, value in values.items()}  # each one checked above
+    command = resolve_command(given.pop("command", ()))
     log = LogConfig(**{n: given.pop(n) for n in LOG_OPTIONS if n in given})
     join = JoinConfig(command=command, **given)
     return Settings(join=join, log=log, config_file=config_file)

@@ -40,7 +40,7 @@ def samples(status: NodeStatus) -> Iterator[Sample]:
     yield Sample("rendezvous_members_seen", "live nodes of the job discovered, this one included", len(status.seen) or 1)
     yield Sample("rendezvous_members_expected", "--expect: the most nodes a round takes (MAX of MIN:MAX)", status.expect.max)
     yield Sample("rendezvous_members_expected_min", "--expect: the fewest nodes a round starts with (MIN of MIN:MAX)", status.expect.min)
-    optional = (
+    optional: tuple[tuple[str, str, Optional[float]], ...] = (
         ("rendezvous_rendezvous_duration_seconds", "from the round's start to the command's release", status.rendezvous_seconds),
         ("rendezvous_command_uptime_seconds", "how long the command has run", status.trainer_uptime),
         ("rendezvous_command_exit_code", "the command's exit status once it finished", status.exit_code),

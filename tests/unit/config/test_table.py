@@ -81,3 +81,24 @@ def test_a_subcommand_option_has_one_flag_per_subcommand():
     for options in SUBCOMMAND_OPTIONS.values():
         flags = [o.flag for o in options]
         assert len(flags) == len(set(flags))
+
+
+def test_peers_and_status_get_the_tables_defaults_when_not_given():
+    from rendezvous.config.sources import look_options
+
+    peers = look_options({"seconds": None, "job": None}, "peers")
+    assert peers == {"seconds": 3.0, "job": None, "json": False, "address": None, "interface": None, "peers": ()}
+    status = look_options({}, "status")
+    assert status["answer_timeout"] == 3.0 and status["watch"] is False and status["local"] is False
+
+
+def test_peers_seeds_are_checked_and_written_out_in_full():
+    from rendezvous.config.sources import look_options
+    from rendezvous.core.seeds import DEFAULT_PORT
+    from rendezvous.errors import ConfigError
+
+    assert look_options({"peers": ["127.0.0.2"]}, "peers")["peers"] == (f"127.0.0.2:{DEFAULT_PORT}",)
+    with pytest.raises(ConfigError, match=r"^--peer must be HOST\[:PORT\]"):
+        look_options({"peers": ["127.0.0.2:0"]}, "peers")
+    with pytest.raises(ConfigError, match=r"^--job must be 1-63 letters"):
+        look_options({"job": "bad name!"}, "status")

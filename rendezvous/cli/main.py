@@ -268,7 +268,7 @@ def _look(args: argparse.Namespace) -> int:
 
     try:
         # The same checks as for join: -vvv is an error, not -vv; so is --job 'bad name!'.
-        log_config = LogConfig(verbose=args.verbose or 0, quiet=bool(args.quiet), log_format=args.log_format or "auto")
+        log_config = LogConfig(**{n: getattr(args, n) for n in LOG_OPTIONS if getattr(args, n) is not None})
         given = look_options(vars(args), args.subcommand)
     except ConfigError as exc:
         return _report_error(exc, "plain")

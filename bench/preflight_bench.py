@@ -26,7 +26,7 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rendezvous.config.options import JoinConfig  # noqa: E402
+from rendezvous.config.join import JoinConfig  # noqa: E402
 from rendezvous.host.fingerprint import file_digest, list_gpus, probe_interpreter, take_fingerprint  # noqa: E402
 
 

@@ -24,6 +24,7 @@ import importlib.util
 import sys
 import threading
 import types
+from typing import Any
 
 _loading = threading.RLock()
 
@@ -31,10 +32,10 @@ _loading = threading.RLock()
 class _Deferred(types.ModuleType):
     """The stand-in: an empty module whose missing attributes are the real module's."""
 
-    def __getattr__(self, attr: str):
+    def __getattr__(self, attr: str) -> Any:
         return getattr(_load(self.__name__), attr)
 
-    def __dir__(self):
+    def __dir__(self) -> list[str]:
         return dir(_load(self.__name__))
 
 

@@ -15,8 +15,9 @@ import sys
 from typing import Callable, Optional, Sequence
 
 from .. import __version__
-from ..config.options import BY_NAME, LOG_OPTIONS, OPTIONS, Kind, LogConfig, Option, check_option, parse_seconds
-from ..core.seeds import parse_seed
+from ..config.join import LogConfig
+from ..config.options import BY_NAME, LOG_OPTIONS, OPTIONS, SUBCOMMAND_OPTIONS, Kind, Option
+from ..config.timings import Timings
 from ..errors import (
     AddressError,
     CommandNotExecutable,
@@ -28,7 +29,7 @@ from ..errors import (
     RendezvousError,
     RendezvousTimeout,
 )
-from ..config.sources import CONFIG_VARIABLE, DEFAULT_CONFIG_FILE, Settings, load_settings, read_text
+from ..config.sources import CONFIG_VARIABLE, DEFAULT_CONFIG_FILE, Settings, load_settings, look_options, read_text
 
 log = logging.getLogger(__name__)
 
@@ -122,33 +123,19 @@ def _text_type(option: Option) -> Callable[[str], object]:
     return convert
 
 
-def _seconds(text: str) -> float:
-    value = parse_seconds(text)
-    if value is None:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}")
-    return value
-
-
-def _seeds(text: str) -> list[str]:
-    try:
-        return [str(parse_seed(t)) for t in text.split(",") if t.strip()]
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _add_option(group: argparse._ArgumentGroup, option: Option) -> None:
+def _add_option(group: argparse._ActionsContainer, option: Option) -> None:
     """One option of the table as a flag. Its default is None, meaning "not given": the
     environment or the config file may set it."""
     flags = [option.short, option.flag] if option.short else [option.flag]
     if option.kind is Kind.COUNT:
-        group.add_argument(*flags, dest=option.name, action="count", help=option.help)
+        group.add_argument(*flags, dest=option.name, action="count", help=option.help_text)
     elif option.kind is Kind.FLAG:
-        group.add_argument(*flags, dest=option.name, action="store_true", default=None, help=option.help)
+        group.add_argument(*flags, dest=option.name, action="store_true", default=None, help=option.help_text)
     elif option.kind is Kind.LIST:  # repeatable, and each may hold several: a,b
         group.add_argument(*flags, dest=option.name, action="extend", type=_text_type(option),
-                           metavar=option.metavar, help=option.help)
+                           metavar=option.metavar, help=option.help_text)
     else:
-        group.add_argument(*flags, dest=option.name, type=_text_type(option), metavar=option.metavar, help=option.help)
+        group.add_argument(*flags, dest=option.name, type=_text_type(option), metavar=option.metavar, help=option.help_text)
 
 
 def _output_options() -> argparse.ArgumentParser:
@@ -160,13 +147,19 @@ def _output_options() -> argparse.ArgumentParser:
     return parent
 
 
-def _add_address_options(group: argparse._ArgumentGroup) -> None:
-    for name in ("address", "interface"):
-        option = BY_NAME[name]
-        group.add_argument(option.flag, metavar=option.metavar, help=option.help.replace("advertise and listen", "listen"))
+def _add_options(parser: argparse.ArgumentParser, options: Sequence[Option]) -> None:
+    """A subcommand's options from the table, in groups named as their `group`."""
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for option in options:
+        if option.group == "look":
+            _add_option(parser, option)
+        else:
+            if option.group not in groups:
+                groups[option.group] = parser.add_argument_group(option.group)
+            _add_option(groups[option.group], option)
 
 
-def _join_parser(commands: argparse._SubParsersAction) -> None:
+def _join_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     join = commands.add_parser(
         "join",
         help="rendezvous with the peers of a job, then run a command on all of them at once",
@@ -203,15 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Listen on the network for a few seconds (or ask seeds, --peer) and list "
                     "every rendezvous node heard: node id, address, gRPC port, job, --expect and phase.",
     )
-    peers.add_argument("--seconds", type=_seconds, default=3.0, metavar="SECONDS",
-                       help="how long to listen (default: 3)")
-    peers.add_argument("--job", metavar="NAME", help="only the nodes of this job")
-    peers.add_argument("--json", action="store_true", help="a JSON list, for scripts")
-    network = peers.add_argument_group("network")
-    _add_address_options(network)
-    network.add_argument("--peer", dest="peers", action="extend", type=_seeds, default=[], metavar="HOST[:PORT]",
-                         help="ask this node (a seed) instead of listening for multicast: it lists every "
-                              "node it knows of; repeat it, or give a name with several addresses")
+    _add_options(peers, SUBCOMMAND_OPTIONS["peers"])
 
     status = commands.add_parser(
         "status",
@@ -221,17 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=STATUS_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    status.add_argument("--job", metavar="NAME", help="the whole job NAME, asked of its coordinator")
-    status.add_argument("--local", action="store_true",
-                        help="with --job: only this machine's daemon of the job, as without --job")
-    status.add_argument("--json", action="store_true",
-                        help="JSON for scripts: a list, one object per daemon; with --job one object")
-    status.add_argument("--watch", action="store_true",
-                        help="with --job: show it again every second (in place on a terminal) until Ctrl-C")
-    status.add_argument("--timeout", type=_seconds, default=3.0, metavar="SECONDS",
-                        help="how long to wait for each daemon's answer, and with --job to hear "
-                             "the job's nodes (default: 3)")
-    _add_address_options(status.add_argument_group("network (with --job)"))
+    _add_options(status, SUBCOMMAND_OPTIONS["status"])
     return parser
 
 
@@ -292,21 +267,22 @@ def _look(args: argparse.Namespace) -> int:
     from .show import list_peers, show_job, show_status
 
     try:
-        # The same checks as for join: -vvv is an error, not -vv.
-        log_config = LogConfig(verbose=args.verbose or 0, quiet=bool(args.quiet), log_format=args.log_format or "auto")
-        check_option("timeout", args.seconds if args.subcommand == "peers" else args.timeout,
-                     "--seconds" if args.subcommand == "peers" else "--timeout")
+        # The same checks as for join: -vvv is an error, not -vv; so is --job 'bad name!'.
+        log_config = LogConfig(**{n: getattr(args, n) for n in LOG_OPTIONS if getattr(args, n) is not None})
+        given = look_options(vars(args), args.subcommand)
     except ConfigError as exc:
         return _report_error(exc, "plain")
     setup_logging(log_config)
+    job, address, interface, as_json = given["job"], given["address"], given["interface"], given["json"]
     try:
         if args.subcommand == "peers":
-            print(list_peers(args.seconds, args.address, args.interface, args.job, args.json, args.peers))
+            print(list_peers(given["seconds"], address, interface, job, as_json, given["peers"]))
             return 0
-        if args.job is not None and not args.local:
-            show_job(args.job, args.address, args.interface, args.timeout, args.json, args.watch)
+        timeout = given["answer_timeout"]
+        if job is not None and not given["local"]:
+            show_job(job, address, interface, timeout, as_json, given["watch"], interval=Timings().watch_interval)
             return 0
-        text, errors = show_status(args.job, args.timeout, args.json)
+        text, errors = show_status(job, timeout, as_json)
         print(text)
         for error in errors:
             print(f"rendezvous: error: {error}", file=sys.stderr)
@@ -332,7 +308,8 @@ def _reader_gone() -> int:
 
 def _subcommand_parser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
     (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    return commands.choices[name]
+    chosen: argparse.ArgumentParser = commands.choices[name]
+    return chosen
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

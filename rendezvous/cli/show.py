@@ -13,6 +13,7 @@ import os
 import sys
 from typing import IO, Optional, Sequence, Union
 
+from ..config.timings import Timings
 from ..host import runtime
 from ..host.address import choose_address
 from ..core.job import JobView, coordinator_endpoint, job_table, job_to_dict
@@ -132,14 +133,15 @@ def render_job(view: JobView, as_json: bool, watch: bool = False) -> str:
 
 
 def show_job(job: str, address: Optional[str], interface: Optional[str], timeout: float, as_json: bool,
-             watch: bool, out: IO[str] = sys.stdout) -> None:
-    """Print the job's table (or JSON) once, or every second until interrupted with
-    `watch`: redrawn in place on a terminal, repeated below otherwise."""
+             watch: bool, out: IO[str] = sys.stdout, interval: float = Timings.watch_interval) -> None:
+    """Print the job's table (or JSON) once, or every `interval` seconds until interrupted
+    with `watch`: redrawn in place on a terminal, repeated below otherwise."""
     choice = choose_address(address, interface)
-    asyncio.run(_show_job(job, choice.address, timeout, as_json, watch, out))
+    asyncio.run(_show_job(job, choice.address, timeout, as_json, watch, out, interval))
 
 
-async def _show_job(job: str, address: IPAddress, timeout: float, as_json: bool, watch: bool, out: IO[str]) -> None:
+async def _show_job(job: str, address: IPAddress, timeout: float, as_json: bool, watch: bool, out: IO[str],
+                    interval: float = Timings.watch_interval) -> None:
     view, endpoint = await fetch_job(job, address, timeout)
     in_place = watch and out.isatty()
     while True:
@@ -151,7 +153,7 @@ async def _show_job(job: str, address: IPAddress, timeout: float, as_json: bool,
         out.flush()
         if not watch:
             return
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(interval)
         try:
             view, endpoint = await fetch_job(job, address, timeout, endpoint)
         except NoDaemonError:  # the coordinator changed (a new round) or is gone: look again

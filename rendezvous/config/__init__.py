@@ -7,3 +7,18 @@ them instead of patching module constants.
 
 May import: `rendezvous.core`, `rendezvous.errors`. Nothing here opens a socket.
 """
+
+from .join import JoinConfig, LogConfig, discovery_mode
+from .options import DEFAULT_JOB, OPTIONS, Option, default_trainer_command
+from .timings import Timings
+
+__all__ = [
+    "DEFAULT_JOB",
+    "OPTIONS",
+    "JoinConfig",
+    "LogConfig",
+    "Option",
+    "Timings",
+    "default_trainer_command",
+    "discovery_mode",
+]

@@ -11,18 +11,9 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
-
-from .options import (
-    BY_NAME,
-    LOG_OPTIONS,
-    OPTIONS,
-    JoinConfig,
-    Kind,
-    LogConfig,
-    check_option,
-    default_trainer_command,
+from .checks import (
     parse_codes,
     parse_command,
     parse_flag,
@@ -32,7 +23,10 @@ from .options import (
     parse_timings,
     parse_whole,
 )
+from .join import JoinConfig, LogConfig
+from .options import BY_NAME, LOG_OPTIONS, OPTIONS, SUBCOMMAND_OPTIONS, Kind, check_option, check_value, default_trainer_command
 from ..core.record import record
+from ..core.seeds import parse_seed
 from ..errors import ConfigError
 
 DEFAULT_CONFIG_FILE = "/etc/rendezvous/rendezvous.conf"
@@ -80,6 +74,23 @@ def from_cli(args: Mapping[str, object], command: Sequence[str]) -> dict[str, Va
     values = {o.name: Value(_frozen(args[o.name]), o.flag) for o in OPTIONS if args.get(o.name) is not None}
     if command:
         values["command"] = Value(tuple(command), "the command after --")
+    return values
+
+
+def look_options(args: Mapping[str, object], subcommand: str) -> dict[str, Any]:
+    """The options of `peers` or `status`, which come from the command line only: each as
+    given (checked as `join` checks it) or its default. Seeds are written out in full."""
+    values: dict[str, Any] = {}
+    for option in SUBCOMMAND_OPTIONS[subcommand]:
+        given = args.get(option.name)
+        if given is None:
+            values[option.name] = option.default
+            continue
+        value = _frozen(given)
+        check_value(option, value)
+        if option.name == "peers" and isinstance(value, tuple):
+            value = tuple(str(parse_seed(t)) for t in value)
+        values[option.name] = value
     return values
 
 
@@ -164,7 +175,7 @@ def parse_config_file(text: str, path: str) -> dict[str, Value]:
     return values
 
 
-def _read_timings_table(table: dict, source: str) -> object:
+def _read_timings_table(table: dict[str, object], source: str) -> object:
     try:
         return parse_timings(table)
     except ValueError as exc:
@@ -202,8 +213,8 @@ def build_settings(values: Mapping[str, Value], config_file: Optional[str] = Non
             f"RENDEZVOUS_EXPECT, or write `expect = N` in the config file ({DEFAULT_CONFIG_FILE} "
             "or --config FILE)"
         )
-    given = {name: value.value for name, value in values.items()}
-    command = resolve_command(given.pop("command", ()))  # type: ignore[arg-type]
+    given: dict[str, Any] = {name: value.value for name, value in values.items()}  # each one checked above
+    command = resolve_command(given.pop("command", ()))
     log = LogConfig(**{n: given.pop(n) for n in LOG_OPTIONS if n in given})
     join = JoinConfig(command=command, **given)
     return Settings(join=join, log=log, config_file=config_file)

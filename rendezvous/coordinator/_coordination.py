@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
-from ..config.options import Timings
+from ..config.timings import Timings
 from ..core import admission
 from ..core import job as jobs
 from ..core import round as rounds
@@ -45,10 +45,10 @@ class Coordination:
     def heartbeat_interval(self) -> float:
         return rounds.heartbeat_interval(self.liveness)
 
-    def message(self, **body: object) -> pb.CoordinatorMessage:
+    def message(self, **body: Any) -> pb.CoordinatorMessage:
         return pb.CoordinatorMessage(header=_wire.header(self.round.job, self.round.number, self.me.node_id), **body)
 
-    def rejected(self, reason: int, message: str) -> pb.CoordinatorMessage:
+    def rejected(self, reason: "pb.Rejected.Reason", message: str) -> pb.CoordinatorMessage:
         return self.message(rejected=pb.Rejected(reason=reason, message=message))
 
     def broadcast(self, message: Optional[pb.CoordinatorMessage]) -> None:

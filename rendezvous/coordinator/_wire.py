@@ -7,7 +7,7 @@ import logging
 import math
 from typing import Iterable, Optional
 
-from ..config.options import Timings
+from ..config.timings import Timings
 from ..core.admission import Header, Redirection
 from ..core.advert import MAX_EXPECT, PROTOCOL_VERSION, Advert, InvalidAdvert, Phase, decode_advert, validate_job
 from ..core.adverts import Gossip, Record

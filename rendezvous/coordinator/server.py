@@ -15,7 +15,7 @@ import grpc
 from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from ..config.options import Timings
+from ..config.timings import Timings
 from ..core import admission
 from ..core import job as jobs
 from ..core.advert import PROTOCOL_VERSION, Advert

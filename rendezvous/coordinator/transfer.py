@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from typing import AsyncIterator, Optional
 
 import grpc
@@ -29,11 +28,6 @@ log = logging.getLogger(__name__)
 # A manifest of many files is one message; chunks are far smaller.
 MAX_MESSAGE = 64 << 20
 
-# Tests only: flip a byte in each of the first N chunks this process serves, so that the
-# fetching member's SHA-256 check can be seen to refuse them.
-CORRUPT_ENV = "RENDEZVOUS_TEST_CORRUPT_CHUNKS"
-
-
 def _options() -> list[tuple[str, int]]:
     return [*_wire.channel_options(), ("grpc.max_receive_message_length", MAX_MESSAGE)]
 
@@ -46,7 +40,6 @@ class FileSource:
 
     def __init__(self, sync: SyncDir) -> None:
         self.sync = sync
-        self._corrupt = int(os.environ.get(CORRUPT_ENV, "0") or 0)
 
     async def manifest(self, request: pb.ManifestRequest, context: grpc.aio.ServicerContext) -> pb.ManifestResponse:
         return pb.ManifestResponse(header=request.header, files=_wire.manifest_to_pb(self.sync.manifest))
@@ -73,19 +66,12 @@ class FileSource:
                 data = await asyncio.to_thread(f.read, CHUNK)
                 if not data and offset:
                     return
-                yield pb.FileChunk(path=path, offset=offset, data=self._in_transit(data))
+                yield pb.FileChunk(path=path, offset=offset, data=data)
                 offset += len(data)
                 if not data:
                     return
         finally:
             f.close()
-
-    def _in_transit(self, data: bytes) -> bytes:
-        if self._corrupt <= 0 or not data:
-            return data
-        self._corrupt -= 1
-        log.warning("%s: corrupting a chunk on purpose", CORRUPT_ENV)
-        return bytes([data[0] ^ 0xFF]) + data[1:]
 
 
 # -- the fetching member's side ------------------------------------------------------------------

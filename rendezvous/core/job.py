@@ -91,7 +91,7 @@ def check_stragglers(board: Board, now: float, after: float, lag: float = STRAGG
     running = {n: r.progress for n, r in board.members.items() if r.progress is not None and r.exit_code is None}
     steps = {n: float(p.step) for n, p in running.items() if p.step is not None}
     speeds = {n: p.images_per_s for n, p in running.items() if p.images_per_s is not None}
-    lagging = _lagging(steps, lag) | _lagging(speeds, lag)  # type: ignore[arg-type]
+    lagging = _lagging(steps, lag) | _lagging(speeds, lag)
     members, marked = dict(board.members), []
     for node_id, record in board.members.items():
         if node_id not in lagging:

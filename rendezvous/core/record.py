@@ -57,7 +57,8 @@ def field(*, default_factory: Callable[[], Any]) -> Any:
 
 def fields(cls_or_record: Any) -> tuple[str, ...]:
     """The names of a record's fields, in order."""
-    return getattr(cls_or_record, _NAMES)
+    names: tuple[str, ...] = getattr(cls_or_record, _NAMES)
+    return names
 
 
 def replace(instance: T, **changes: Any) -> T:
@@ -167,9 +168,9 @@ def _build(cls: type, repr: bool, order: bool) -> type:
     if required_after_default:
         raise TypeError(f"{cls.__qualname__}: field {required_after_default[0]!r} without a default follows one with a default")
     setattr(cls, _NAMES, tuple(names))
-    cls.__record_defaults__ = defaults  # type: ignore[attr-defined]
-    cls.__match_args__ = tuple(names)  # type: ignore[attr-defined]
-    cls.__record_post_init__ = hasattr(cls, "__post_init__")  # type: ignore[attr-defined]
+    setattr(cls, "__record_defaults__", defaults)
+    setattr(cls, "__match_args__", tuple(names))
+    setattr(cls, "__record_post_init__", hasattr(cls, "__post_init__"))
     methods = {"__init__": _init, "__eq__": _eq, "__hash__": _hash, "__setattr__": _frozen, "__delattr__": _frozen}
     if repr:
         methods["__repr__"] = _repr

@@ -78,7 +78,7 @@ class NodeStatus:
         )
 
     @property
-    def tf_config(self) -> Optional[dict]:
+    def tf_config(self) -> Optional[dict[str, Any]]:
         rank = self.rank
         if self.membership is None or rank is None:
             return None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Mapping
+from typing import Any, Mapping
 
 from .digest import sha256_hex
 from .peer import Peer
@@ -64,7 +64,7 @@ def cluster_digest(membership: Membership) -> str:
     return sha256_hex(canonical.encode())
 
 
-def build_tf_config(membership: Membership, rank: int) -> dict:
+def build_tf_config(membership: Membership, rank: int) -> dict[str, Any]:
     """TF_CONFIG for worker `rank`: the same ordered cluster list on every worker."""
     if not 0 <= rank < membership.world_size:
         raise ValueError(f"rank {rank} out of range for {membership.world_size} workers")

@@ -320,7 +320,7 @@ class PeerView:
 def _same_claims(confirmed: Optional[Advert], advert: Advert) -> bool:
     """Whether an advert claims what its Status confirmed: the same endpoint, --expect, and
     frozen coordinator of the same round."""
-    def claims(a: Advert) -> tuple:
+    def claims(a: Advert) -> tuple[object, ...]:
         frozen = a.phase is not Phase.WAITING and a.coordinator
         return (a.peer, a.expect, a.round, a.coordinator if frozen else None)
 

@@ -17,7 +17,7 @@ import time
 from contextlib import aclosing
 from typing import AsyncIterator, Callable, Optional, Protocol
 
-from ..config.options import JoinConfig
+from ..config.join import JoinConfig
 from ..coordinator import JoinSession, SessionLost, Untrusted
 from ..core import member as machine
 from ..core.advert import Phase

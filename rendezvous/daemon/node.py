@@ -20,7 +20,7 @@ import signal
 import time
 from typing import Callable, Optional, Union
 
-from ..config.options import JoinConfig, discovery_mode
+from ..config.join import JoinConfig, discovery_mode
 from ..coordinator import JoinSession
 from ..core.advert import Phase
 from ..core.manifest import PreviousChief
@@ -140,7 +140,8 @@ class Node:
                                       self._report)
             metrics = None
             try:
-                metrics = start_metrics(self.config.metrics_port, str(self._endpoint.me.address), self.status)
+                metrics = start_metrics(self.config.metrics_port, str(self._endpoint.me.address), self.status,
+                                        self.config.timings.metrics_read_timeout)
                 await self._startup()
                 return await self._main_loop()
             finally:

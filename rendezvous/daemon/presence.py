@@ -9,7 +9,7 @@ import asyncio
 import logging
 from typing import Any, Callable, Coroutine, Optional
 
-from ..config.options import JoinConfig, discovery_mode
+from ..config.join import JoinConfig, discovery_mode
 from ..core.advert import Phase
 from ..core.family import Family, left_out_message, switch_message, switched
 from ..core.record import replace

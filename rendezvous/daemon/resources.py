@@ -24,7 +24,8 @@ from grpc_health.v1 import health
 
 from ..host import runtime
 from ..host.address import choose_address
-from ..config.options import JoinConfig, Timings
+from ..config.join import JoinConfig
+from ..config.timings import Timings
 from .confirmer import Confirmer
 from .viewholder import ViewHolder
 from ..coordinator import CoordinatorService, bind_server, serve

@@ -10,7 +10,7 @@ import asyncio
 from functools import partial
 from typing import Callable, Optional, Sequence
 
-from ..config.options import Timings
+from ..config.timings import Timings
 from ..core.advert import Advert
 from ..core.adverts import Gossip
 from ..core.peer import IPAddress

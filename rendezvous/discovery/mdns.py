@@ -23,7 +23,7 @@ from typing import Callable, Optional
 from zeroconf import DNSQuestionType, IPVersion, ServiceStateChange, current_time_millis
 from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZeroconf
 
-from ..config.options import Timings
+from ..config.timings import Timings
 from ..core.advert import SERVICE_TYPE, Advert, InvalidAdvert, decode_advert
 from ..core.peer import IPAddress
 from ..errors import AddressError

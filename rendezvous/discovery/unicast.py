@@ -25,7 +25,7 @@ from typing import Callable, Mapping, Optional, Sequence
 
 import grpc
 
-from ..config.options import Timings
+from ..config.timings import Timings
 from ..coordinator import SessionLost, exchange, open_channel
 from ..core.advert import Advert
 from ..core.adverts import AdvertStore, Changes, Gossip, Record

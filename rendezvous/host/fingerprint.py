@@ -20,7 +20,8 @@ import subprocess
 import sys
 from typing import Optional, Sequence
 
-from ..config.options import JoinConfig
+from ..config.join import JoinConfig
+from ..config.timings import Timings
 from ..core.digest import sha256
 from ..core.preflight import Fingerprint
 
@@ -54,8 +55,6 @@ import sys
 print("%d.%d.%d" % sys.version_info[:3], find_tensorflow(sys.path) or "")
 """
 _PYTHON_NAME = re.compile(r"python[0-9.]*")
-# A slow disk or an interpreter that hangs must not hold the startup forever.
-PROBE_TIMEOUT = 20.0
 
 
 def _is_python(word: str) -> bool:
@@ -97,9 +96,10 @@ def find_tensorflow(path: Sequence[str]) -> Optional[str]:
     return namespace["find_tensorflow"](path)  # type: ignore[operator]
 
 
-def probe_interpreter(interpreter: str) -> tuple[str, Optional[str]]:
+def probe_interpreter(interpreter: str, timeout: float = Timings.probe_timeout) -> tuple[str, Optional[str]]:
     """(Python version, TensorFlow version or None) of `interpreter`, which runs with this
-    daemon's environment, as the command will; ("unknown", None) if it cannot tell.
+    daemon's environment, as the command will; ("unknown", None) if it cannot tell, or
+    cannot within `timeout` (a slow disk or a hanging interpreter must not hold the startup).
 
     The interpreter running rendezvous is read here: the command inherits this process's
     environment, so it finds what this process finds on `sys.path` (another interpreter
@@ -108,7 +108,7 @@ def probe_interpreter(interpreter: str) -> tuple[str, Optional[str]]:
         return "%d.%d.%d" % sys.version_info[:3], find_tensorflow(sys.path)
     try:
         done = subprocess.run([interpreter, "-c", _PROBE], capture_output=True, text=True,
-                              timeout=PROBE_TIMEOUT, stdin=subprocess.DEVNULL)
+                              timeout=timeout, stdin=subprocess.DEVNULL)
         python, _, tensorflow = done.stdout.strip().partition(" ")
         if done.returncode != 0 or not python:
             raise ValueError(done.stderr.strip() or f"exit status {done.returncode}")
@@ -118,14 +118,15 @@ def probe_interpreter(interpreter: str) -> tuple[str, Optional[str]]:
         return "unknown", None
 
 
-def list_gpus() -> tuple[str, ...]:
-    """One model name per GPU, from nvidia-smi; none without it."""
+def list_gpus(timeout: float = Timings.probe_timeout) -> tuple[str, ...]:
+    """One model name per GPU, from nvidia-smi; none without it, or if it takes longer than
+    `timeout`."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return ()
     try:
         done = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                              text=True, timeout=PROBE_TIMEOUT, stdin=subprocess.DEVNULL, check=True)
+                              text=True, timeout=timeout, stdin=subprocess.DEVNULL, check=True)
     except (OSError, subprocess.SubprocessError) as exc:
         log.warning("preflight: nvidia-smi did not list the GPUs: %s", exc)
         return ()
@@ -147,9 +148,10 @@ def file_digest(path: str) -> Optional[str]:
 
 def take_fingerprint(config: JoinConfig) -> Fingerprint:
     """This node's fingerprint; blocks (subprocesses, file reads): run it off the loop."""
-    python, tensorflow = probe_interpreter(command_interpreter(config.command, config.python))
+    timeout = config.timings.probe_timeout
+    python, tensorflow = probe_interpreter(command_interpreter(config.command, config.python), timeout)
     files = {path: file_digest(path) for path in config.same_file}
-    fingerprint = Fingerprint(python=python, tensorflow=tensorflow, gpus=list_gpus(), files=files)
+    fingerprint = Fingerprint(python=python, tensorflow=tensorflow, gpus=list_gpus(timeout), files=files)
     log.debug("preflight: this node runs %s", fingerprint.describe())
     return fingerprint
 

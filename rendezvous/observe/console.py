@@ -20,7 +20,7 @@ import threading
 from datetime import datetime, timezone
 from typing import IO, Callable, Optional
 
-from ..config.options import LogConfig
+from ..config.join import LogConfig
 from ..core.advert import Phase
 from ..core.status import NodeStatus, progress_line, status_line
 from .report import Reporter

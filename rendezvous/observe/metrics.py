@@ -13,6 +13,7 @@ import logging
 import sys
 from typing import Callable, Iterator, Optional
 
+from ..config.timings import Timings
 from ..core.advert import Phase
 from ..core.record import record
 from ..core.status import NodeStatus
@@ -39,7 +40,7 @@ def samples(status: NodeStatus) -> Iterator[Sample]:
     yield Sample("rendezvous_members_seen", "live nodes of the job discovered, this one included", len(status.seen) or 1)
     yield Sample("rendezvous_members_expected", "--expect: the most nodes a round takes (MAX of MIN:MAX)", status.expect.max)
     yield Sample("rendezvous_members_expected_min", "--expect: the fewest nodes a round starts with (MIN of MIN:MAX)", status.expect.min)
-    optional = (
+    optional: tuple[tuple[str, str, Optional[float]], ...] = (
         ("rendezvous_rendezvous_duration_seconds", "from the round's start to the command's release", status.rendezvous_seconds),
         ("rendezvous_command_uptime_seconds", "how long the command has run", status.trainer_uptime),
         ("rendezvous_command_exit_code", "the command's exit status once it finished", status.exit_code),
@@ -62,15 +63,16 @@ def samples(status: NodeStatus) -> Iterator[Sample]:
 class _Collector:
     """A prometheus_client collector that reads the node's status on its loop."""
 
-    def __init__(self, status: Callable[[], NodeStatus], loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, status: Callable[[], NodeStatus], loop: asyncio.AbstractEventLoop, read_timeout: float) -> None:
         self._status = status
         self._loop = loop
+        self._read_timeout = read_timeout
 
     def _fresh(self) -> NodeStatus:
         async def read() -> NodeStatus:
             return self._status()
 
-        return asyncio.run_coroutine_threadsafe(read(), self._loop).result(timeout=5)
+        return asyncio.run_coroutine_threadsafe(read(), self._loop).result(timeout=self._read_timeout)
 
     def collect(self):
         from prometheus_client.core import GaugeMetricFamily
@@ -96,14 +98,16 @@ def _allow_ssl() -> None:
 
 
 class MetricsServer:
-    """The /metrics endpoint on `host:port`, until `close`."""
+    """The /metrics endpoint on `host:port`, until `close`. A scrape waits `read_timeout`
+    for the node's loop to give its status."""
 
-    def __init__(self, host: str, port: int, status: Callable[[], NodeStatus]) -> None:
+    def __init__(self, host: str, port: int, status: Callable[[], NodeStatus],
+                 read_timeout: float = Timings.metrics_read_timeout) -> None:
         _allow_ssl()
         from prometheus_client import CollectorRegistry, start_http_server
 
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(_Collector(status, asyncio.get_running_loop()))
+        registry.register(_Collector(status, asyncio.get_running_loop(), read_timeout))
         try:
             self._server, self._thread = start_http_server(port, addr=host, registry=registry)
         except OSError as exc:
@@ -115,5 +119,6 @@ class MetricsServer:
         self._server.server_close()
 
 
-def start_metrics(port: Optional[int], host: str, status: Callable[[], NodeStatus]) -> Optional[MetricsServer]:
-    return MetricsServer(host, port, status) if port else None
+def start_metrics(port: Optional[int], host: str, status: Callable[[], NodeStatus],
+                  read_timeout: float = Timings.metrics_read_timeout) -> Optional[MetricsServer]:
+    return MetricsServer(host, port, status, read_timeout) if port else None

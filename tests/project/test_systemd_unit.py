@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rendezvous.config.options import JoinConfig
+from rendezvous.config.join import JoinConfig
 from rendezvous.host.runtime import SYSTEM_DIRECTORY
 from rendezvous.config.sources import DEFAULT_CONFIG_FILE, build_settings, parse_config_file
 from rendezvous.core.size import Size

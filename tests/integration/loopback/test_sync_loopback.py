@@ -25,12 +25,17 @@ def job() -> str:
     return f"sync-{secrets.token_hex(4)}"
 
 
-def start(tmp_path: Path, job: str, index: int, options=(), mode: str = "", env=None, out: str = "out"):
-    """Node `index` on ADDRESSES[index] (0 is the chief), syncing tmp_path/dir-<index>."""
+def start(tmp_path: Path, job: str, index: int, options=(), mode: str = "", env=None, out: str = "out",
+          corrupt: int = 0):
+    """Node `index` on ADDRESSES[index] (0 is the chief), syncing tmp_path/dir-<index>; with
+    `corrupt`, its source flips a byte in each of the first that many chunks it serves."""
     root, out = tmp_path / f"dir-{index}", tmp_path / out
     out.mkdir(exist_ok=True)
     argv = join_argv(3, job, out, address=ADDRESSES[index], options=[*FAST, "--sync-dir", str(root), *options],
                      command=[sys.executable, str(COMMAND), str(root), str(out), mode])
+    if corrupt:
+        assert argv[1:3] == ["-m", "rendezvous"], argv
+        argv = [argv[0], str(SUPPORT / "corrupt_chunks.py"), str(corrupt), *argv[3:]]
     return start_peer(argv, tmp_path, f"peer-{index}", extra_env=env)
 
 
@@ -103,8 +108,8 @@ def test_a_corrupted_chunk_fails_the_round_and_the_next_one_syncs(tmp_path, job)
     put(tmp_path / "dir-2", NEWEST, 1_700_000_000)
     stale = {"chief/checkpoint": "ckpt-1\n"}
     put(tmp_path / "dir-1", stale, 1_600_000_000)
-    corrupt = {"RENDEZVOUS_TEST_CORRUPT_CHUNKS": "1"}  # the first chunk the source sends
-    peers = [start(tmp_path, job, i, ["--max-restarts", "1"], env=corrupt if i == 2 else None) for i in range(3)]
+    # the first chunk the source (node 2, the newest copy) sends
+    peers = [start(tmp_path, job, i, ["--max-restarts", "1"], corrupt=1 if i == 2 else 0) for i in range(3)]
     for peer in peers:
         assert peer.wait() == 0, peer.log
         assert "corrupted in transit" in peer.log and "round 2 starts" in peer.log, peer.log
@@ -117,8 +122,7 @@ def test_a_corrupted_transfer_leaves_the_directory_as_it_was(tmp_path, job):
     stale = {"chief/checkpoint": "ckpt-1\n"}
     put(tmp_path / "dir-1", stale, 1_600_000_000)
     before = listing(tmp_path / "dir-1")
-    corrupt = {"RENDEZVOUS_TEST_CORRUPT_CHUNKS": "100"}
-    peers = [start(tmp_path, job, i, ["--max-restarts", "0"], env=corrupt if i == 2 else None) for i in range(3)]
+    peers = [start(tmp_path, job, i, ["--max-restarts", "0"], corrupt=100 if i == 2 else 0) for i in range(3)]
     for peer in peers:
         assert peer.wait() == 6, peer.log
     assert "corrupted in transit" in peers[0].log

@@ -18,7 +18,7 @@ from peers import run_join
 from rendezvous import __version__
 from rendezvous.cli.main import build_parser, split_command
 from rendezvous.config.sources import build_settings, from_cli, resolve_command
-from rendezvous.config.options import DEFAULT_JOB, JoinConfig, Timings, default_trainer_command
+from rendezvous.config import DEFAULT_JOB, JoinConfig, Timings, default_trainer_command
 from rendezvous.errors import (
     AddressError,
     CommandNotExecutable,
@@ -428,6 +428,18 @@ def test_no_subcommand_exits_2():
     assert result.returncode == 2
 
 
+JOB_PROBLEM = "must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+
+def test_peers_checks_its_seeds_like_join(tmp_path):
+    for command in (["peers", "--address", "127.0.0.1"], ["join", "--expect", "2"]):
+        result = look(*command, "--peer", "127.0.0.2:70000", tmp_path=tmp_path)
+        assert result.returncode == 2, result
+        assert result.stderr.startswith("rendezvous: error: --peer must be HOST[:PORT] (a name or address, "
+                                        "and a port from 1 to 65535): "), result.stderr
+        assert result.stdout == ""
+
+
 def look(*args: str, tmp_path) -> subprocess.CompletedProcess[str]:
     """`rendezvous peers` (on loopback) or `status` (seeing no daemon: an empty runtime dir)."""
     return subprocess.run(
@@ -447,6 +459,12 @@ def look(*args: str, tmp_path) -> subprocess.CompletedProcess[str]:
         (["peers", "-vvv"], "--verbose must be 0, 1 or 2, got 3"),
         (["status", "-vvv"], "--verbose must be 0, 1 or 2, got 3"),
         (["join", "--expect", "2", "--timeout", "3", "-vvv"], "--verbose must be 0, 1 or 2, got 3"),
+        (["status", "--job", "bad name!"], f"--job {JOB_PROBLEM}, got 'bad name!'"),
+        (["status", "--job", "bad name!", "--local"], f"--job {JOB_PROBLEM}, got 'bad name!'"),
+        (["peers", "--job", ".dot-first"], f"--job {JOB_PROBLEM}, got '.dot-first'"),
+        (["join", "--expect", "2", "--job", "bad name!"], f"--job {JOB_PROBLEM}, got 'bad name!'"),
+        (["status", "--job", "j", "--address", "eth0"], "--address must be a numeric IP address, got 'eth0'"),
+        (["peers", "--interface", ""], "--interface must be an interface name such as eth0, got ''"),
     ],
 )
 def test_peers_and_status_check_their_options_like_join(args, message, tmp_path):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rendezvous.config.options import OPTIONS, JoinConfig, LogConfig
+from rendezvous.config import OPTIONS, JoinConfig, LogConfig
 from rendezvous.errors import ConfigError
 from rendezvous.config.sources import (
     DEFAULT_CONFIG_FILE,

@@ -10,7 +10,7 @@ import secrets
 import grpc
 import pytest
 
-from rendezvous.config.options import Timings
+from rendezvous.config.timings import Timings
 from rendezvous.coordinator import CoordinatorService, JoinSession
 from rendezvous.coordinator.client import SessionLost, Untrusted
 from rendezvous.coordinator.local import LocalCall

@@ -8,7 +8,7 @@ import asyncio
 import ipaddress
 import secrets
 
-from rendezvous.config.options import Timings
+from rendezvous.config.timings import Timings
 from rendezvous.coordinator import CoordinatorService, JoinSession
 from rendezvous.core.member import Frozen, Rejected, Released, Waiting
 from rendezvous.core.peer import Peer

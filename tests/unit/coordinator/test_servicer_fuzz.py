@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rendezvous.config.options import Timings
+from rendezvous.config.timings import Timings
 from grpc_health.v1 import health
 
 from rendezvous.coordinator import CoordinatorService, JoinSession, bind_server, fetch_status, serve

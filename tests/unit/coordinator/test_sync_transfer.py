@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from grpc_health.v1 import health
 
-from rendezvous.config.options import Timings
+from corrupt_chunks import corrupting
+from rendezvous.config.timings import Timings
 from rendezvous.coordinator import CoordinatorService, bind_server, serve
 from rendezvous.coordinator import transfer
 from rendezvous.core.auth import derive_keys
@@ -123,7 +124,7 @@ def test_an_empty_source_empties_the_directory(tmp_path):
 
 
 def test_a_corrupted_chunk_is_refused_and_the_directory_left_as_it_was(tmp_path, monkeypatch):
-    monkeypatch.setenv(transfer.CORRUPT_ENV, "1")
+    monkeypatch.setattr(transfer.FileSource, "_chunks", corrupting(transfer.FileSource._chunks, 1))
     write(tmp_path / "src", CHECKPOINT)
     stale = {"chief/checkpoint": b"model_checkpoint_path: ckpt-1\n"}
     write(tmp_path / "dest", stale)

@@ -322,7 +322,7 @@ def test_start_delay_is_bounded(start_in, delay):
 
 
 def test_the_longest_start_margin_grows_with_the_job():
-    from rendezvous.config.options import Timings
+    from rendezvous.config.timings import Timings
 
     timings = Timings()
     longest = timings.longest_start_margin

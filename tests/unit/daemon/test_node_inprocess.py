@@ -18,7 +18,7 @@ from typing import Optional
 
 import pytest
 
-from rendezvous.config.options import JoinConfig, Timings
+from rendezvous.config import JoinConfig, Timings
 from rendezvous.coordinator import JoinSession
 from rendezvous.core.advert import Advert, Phase
 from rendezvous.core.member import Aborted, Completed, Frozen, Heartbeat, Redirected, Released, Waiting

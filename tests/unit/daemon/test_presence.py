@@ -7,7 +7,7 @@ import asyncio
 import ipaddress
 from types import SimpleNamespace
 
-from rendezvous.config.options import JoinConfig, Timings
+from rendezvous.config import JoinConfig, Timings
 from rendezvous.core.advert import Advert, Phase
 from rendezvous.core.peer import Peer
 from rendezvous.core.size import Size

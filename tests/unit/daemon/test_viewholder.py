@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import math
 
-from rendezvous.config.options import Timings
+from rendezvous.config.timings import Timings
 from rendezvous.daemon.viewholder import VIEW_BURST, ViewHolder
 
 VIEW_SETTLE = Timings().view_settle

@@ -7,11 +7,12 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from rendezvous.config.options import JoinConfig
+from rendezvous.config.join import JoinConfig
 from rendezvous.host.fingerprint import command_interpreter, file_digest, list_gpus, probe_interpreter, take_fingerprint
 
 
@@ -140,3 +141,28 @@ def test_take_fingerprint(tmp_path, monkeypatch):
     assert fingerprint.gpus == ("T4", "T4")
     assert fingerprint.files == {str(script): hashlib.sha256(b"pass\n").hexdigest(), "missing.py": None}
     assert fingerprint.python == ".".join(map(str, sys.version_info[:3]))
+
+
+def hanging(path: Path) -> Path:
+    """An executable that never answers (`exec`, so that killing it on the timeout ends it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\nexec sleep 3600\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_the_probes_give_up_after_the_configs_probe_timeout(tmp_path, monkeypatch, caplog):
+    """A hanging interpreter and nvidia-smi hold the startup for timings.probe_timeout, not a
+    constant: with it shrunk, the fingerprint is taken long before the default would allow."""
+    from rendezvous.config.timings import Timings
+
+    python = hanging(tmp_path / "python3")
+    hanging(tmp_path / "bin" / "nvidia-smi")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    config = JoinConfig(expect=1, command=(str(python), "train.py"), timings=Timings(probe_timeout=0.2))
+    started = time.monotonic()
+    fingerprint = take_fingerprint(config)
+    assert time.monotonic() - started < Timings().probe_timeout
+    assert (fingerprint.python, fingerprint.tensorflow, fingerprint.gpus) == ("unknown", None, ())
+    assert "cannot read the Python and TensorFlow versions" in caplog.text
+    assert "nvidia-smi did not list the GPUs" in caplog.text

@@ -18,7 +18,7 @@ import time
 import pytest
 from peers import run_join
 
-from rendezvous.config.options import LogConfig
+from rendezvous.config.join import LogConfig
 from rendezvous.observe.console import (
     ERASE_LINE,
     NOISY_LOGGERS,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ipaddress
 
+import pytest
+
 from rendezvous.core.advert import Phase
 from rendezvous.core.peer import Peer
 from rendezvous.core.progress import Progress
@@ -38,3 +40,34 @@ def test_a_training_node():
     assert values[("rendezvous_training_epoch", ())] == 4 and values[("rendezvous_training_loss", ())] == 0.5
     assert values[("rendezvous_training_metric", (("metric", "accuracy"),))] == 0.75
     assert ("rendezvous_command_exit_code", ()) not in values
+
+
+def test_a_scrape_waits_for_the_nodes_loop_as_long_as_it_is_told():
+    """A loop too busy to answer fails the scrape after the read timeout it was given
+    (Timings.metrics_read_timeout), rather than a constant."""
+    import asyncio
+    import concurrent.futures
+    import threading
+
+    from rendezvous.observe.metrics import _Collector
+
+    busy = threading.Event()
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever)
+    thread.start()
+
+    def status() -> NodeStatus:
+        busy.wait()
+        return NodeStatus(node=A, job="j", expect=Size.fixed(1))
+
+    try:
+        collector = _Collector(status, loop, read_timeout=0.05)
+        with pytest.raises(concurrent.futures.TimeoutError):
+            collector._fresh()
+        busy.set()
+        assert collector._fresh().job == "j"
+    finally:
+        busy.set()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()

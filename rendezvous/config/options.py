@@ -548,10 +548,24 @@ def discovery_mode(config: "JoinConfig") -> str:  # type: ignore[name-defined]
     return config.discovery or ("both" if config.peers else "mdns")
 
 
-def _check_ports(port: object, tf_port: object) -> None:
-    """The TensorFlow worker cannot bind the port the daemon serves on."""
-    if port and port == tf_port:
-        raise ConfigError(f"--port and --tf-port are both {port}: the command could not bind it")
+# Pairs of options that each bind a port of this host, and which of the two binds it last
+# (the daemon's gRPC server first, then the metrics endpoint, the command at its start).
+_PORT_PAIRS = (
+    ("port", "tf_port", "the command"),
+    ("port", "metrics_port", "the metrics endpoint"),
+    ("tf_port", "metrics_port", "the command"),
+)
+
+
+def _check_ports(config: object) -> None:
+    """No two of the daemon's, the TensorFlow worker's and the metrics endpoint's ports
+    may be the same given port (0 or unset: a free one, never the same)."""
+    for first, second, last in _PORT_PAIRS:
+        port = getattr(config, first)
+        if port and port == getattr(config, second):
+            raise ConfigError(
+                f"{BY_NAME[first].flag} and {BY_NAME[second].flag} are both {port}: {last} could not bind it"
+            )
 
 
 def _frozen_config(name: str, names: tuple[str, ...], doc: str) -> type:
@@ -574,7 +588,7 @@ def _frozen_config(name: str, names: tuple[str, ...], doc: str) -> type:
                 object.__setattr__(self, n, parse_size(getattr(self, n)))
             check_option(n, getattr(self, n))
         if "tf_port" in names:
-            _check_ports(self.port, self.tf_port)
+            _check_ports(self)
 
     namespace["__post_init__"] = __post_init__
     return record(type(name, (), namespace))

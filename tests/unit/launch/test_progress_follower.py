@@ -7,6 +7,7 @@ import asyncio
 import ipaddress
 import logging
 import os
+import signal
 import threading
 import time
 
@@ -184,3 +185,27 @@ def test_hostile_numbers_reach_the_coordinator_through_a_real_status_call(tmp_pa
     status = asyncio.run(scenario())
     assert status.progress == Progress(epoch=4, epochs=9, loss=1e300, metrics=(("?", 1.0),))
     assert "epoch must be a whole number" in caplog.text
+
+
+def test_a_daemon_whose_command_puts_a_fifo_there_still_obeys_sigterm(tmp_path):
+    """The daemon blocked in open() of the FIFO for ever: SIGTERM did nothing, only SIGKILL
+    ended it, and the other nodes lost the round."""
+    from peers import DEFAULT_TIMEOUT, join_argv, start_peer
+
+    command = ["sh", "-c", 'rm -f "$RENDEZVOUS_PROGRESS_FILE" && mkfifo "$RENDEZVOUS_PROGRESS_FILE" && exec sleep 600']
+    peer = start_peer(join_argv(1, f"fifo-{os.urandom(3).hex()}", tmp_path, "127.0.0.2", ["--discovery", "unicast"],
+                                command), tmp_path, "fifo")
+    try:
+        # The follower polls every Timings.progress_poll: it has looked at the FIFO once it
+        # says so; one blocked in open() never does, and the deadline only ends that wait.
+        deadline = time.monotonic() + DEFAULT_TIMEOUT
+        while "not a regular file" not in peer.log:
+            assert peer.proc.poll() is None and time.monotonic() < deadline, peer.log
+            time.sleep(Timings.progress_poll / 5)
+        peer.proc.send_signal(signal.SIGTERM)
+        assert peer.wait() == 143, peer.log
+    finally:
+        if peer.proc.poll() is None:
+            peer.proc.kill()
+            peer.proc.wait()
+    assert "warned once" in peer.log

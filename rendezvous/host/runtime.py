@@ -182,7 +182,7 @@ def directory_problem(directory: Path, uid: int, tighten: bool = False) -> Optio
     try:
         link = os.lstat(directory)
         if stat.S_ISLNK(link.st_mode) and link.st_uid not in (uid, 0):
-            return f"{directory} is a symbolic link of {_owner(link.st_uid)}: remove it"
+            return f"refusing runtime directory {directory}: a symbolic link of {_owner(link.st_uid)}; remove it"
         info = os.stat(directory)
     except FileNotFoundError:
         return None
@@ -190,7 +190,7 @@ def directory_problem(directory: Path, uid: int, tighten: bool = False) -> Optio
         return f"{directory}: {exc.strerror or exc}"
     mode = stat.S_IMODE(info.st_mode)
     if not stat.S_ISDIR(info.st_mode):
-        return f"{directory} is not a directory: remove it"
+        return f"refusing runtime directory {directory}: not a directory; remove it"
     shared = directory in _service_directories()
     if info.st_uid == uid:
         if mode & 0o022 == 0 and (shared or mode & 0o077 == 0):

@@ -241,3 +241,16 @@ def test_status_on_a_junk_note_ends_with_a_message_not_a_traceback(tmp_path):
     )
     assert "Traceback" not in result.stderr and str(bad) in result.stderr, result.stderr
     assert "no rendezvous daemon runs on this machine" in result.stderr and bad.exists()
+
+
+def test_a_link_another_user_made_in_place_of_the_directory_is_refused(tmp_path, caplog):
+    """In a shared /tmp its owner could point it elsewhere between a check and a write."""
+    mine = tmp_path / "mine"
+    register(R, [mine])
+    link = tmp_path / "rendezvous-0"
+    link.symlink_to(mine)
+    assert find_registrations([link]) == [R]  # a link of this user's own is followed
+    os.lchown(link, 65534, 65534)
+    with caplog.at_level(logging.WARNING):
+        assert find_registrations([link]) == []
+    assert f"refusing runtime directory {link}: a symbolic link of" in caplog.text and "uid 65534" in caplog.text

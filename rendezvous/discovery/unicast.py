@@ -22,6 +22,7 @@ has an alternate address) talks to seeds and peers of both families.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import random
 import socket
@@ -51,7 +52,8 @@ Resolver = Callable[..., list]
 
 
 def _lookup(resolve: Resolver, host: str, port: int, family: int) -> "asyncio.Future[list]":
-    """resolve(host, port, ...) in a daemon thread, as a future of the running loop."""
+    """resolve(host, port, ...) in a daemon thread (at once for an address), as a future
+    of the running loop."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[list] = loop.create_future()
 
@@ -74,8 +76,22 @@ def _lookup(resolve: Resolver, host: str, port: int, family: int) -> "asyncio.Fu
         except RuntimeError:  # the loop closed while the resolver waited: nobody asks now
             pass
 
-    threading.Thread(target=work, name=f"resolve {host}", daemon=True).start()
+    if _is_address(host):  # nothing to ask a resolver: no thread every interval for it
+        try:
+            future.set_result(resolve(host, port, family=family, type=socket.SOCK_STREAM))
+        except OSError as exc:
+            future.set_exception(exc)
+    else:
+        threading.Thread(target=work, name=f"resolve {host}", daemon=True).start()
     return future
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 class UnicastDiscovery(Discovery):

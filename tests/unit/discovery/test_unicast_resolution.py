@@ -88,6 +88,20 @@ def test_a_hanging_resolver_is_bounded_asked_once_and_not_waited_for_at_exit(cap
     assert MISSING in warning and "no answer from the resolver" in warning
 
 
+def test_an_address_seed_is_resolved_without_a_thread():
+    threads: list[str] = []
+
+    def resolve(host, port, **kwargs):
+        threads.append(threading.current_thread().name)
+        return socket.getaddrinfo(host, port, **kwargs)  # an address: nothing is asked
+
+    async def scenario():
+        unicast = discovery(resolve, seeds=("127.0.0.3:1",))
+        return await unicast._targets()
+
+    assert asyncio.run(scenario()) == ["127.0.0.3:1"] and threads == ["MainThread"]
+
+
 SCRIPT = textwrap.dedent("""
     import socket, sys, threading
     real = socket.getaddrinfo

@@ -60,10 +60,10 @@ async def _ask_all(registrations: list[runtime.Registration], timeout: float) ->
 def find_daemons(job: Optional[str]) -> list[runtime.Registration]:
     """The daemons running on this machine, in this network namespace; NoDaemonError if none."""
     directories = runtime.candidate_directories(os.environ, os.getuid())
-    runtime.remove_stale(directories, runtime.current_netns(), runtime.pid_alive)
-    running = runtime.live_registrations(
-        runtime.find_registrations(directories), runtime.current_netns(), runtime.pid_alive
-    )
+    netns = runtime.current_netns()
+    # One reading: a bad note or a refused directory is warned about once.
+    remaining = runtime.remove_stale(directories, netns, runtime.pid_alive)
+    running = runtime.live_registrations(remaining, netns, runtime.pid_alive)
     chosen = [r for r in running if job is None or r.job == job]
     if chosen:
         return chosen

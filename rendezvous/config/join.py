@@ -60,9 +60,27 @@ class JoinConfig:
 
     def __post_init__(self) -> None:
         _check_fields(self)
-        # The TensorFlow worker cannot bind the port the daemon serves on.
-        if self.port and self.port == self.tf_port:
-            raise ConfigError(f"--port and --tf-port are both {self.port}: the command could not bind it")
+        _check_ports(self)
+
+
+# Pairs of options that each bind a port of this host, and which of the two binds it last
+# (the daemon's gRPC server first, then the metrics endpoint, the command at its start).
+_PORT_PAIRS = (
+    ("port", "tf_port", "the command"),
+    ("port", "metrics_port", "the metrics endpoint"),
+    ("tf_port", "metrics_port", "the command"),
+)
+
+
+def _check_ports(config: JoinConfig) -> None:
+    """No two of the daemon's, the TensorFlow worker's and the metrics endpoint's ports
+    may be the same given port (0 or unset: a free one, never the same)."""
+    for first, second, last in _PORT_PAIRS:
+        port = getattr(config, first)
+        if port and port == getattr(config, second):
+            raise ConfigError(
+                f"{BY_NAME[first].flag} and {BY_NAME[second].flag} are both {port}: {last} could not bind it"
+            )
 
 
 @record

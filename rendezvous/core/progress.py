@@ -6,9 +6,12 @@ command appends one JSON object per line, whenever it likes, e.g.
     {"epoch": 12, "epochs": 60, "step": 5400, "loss": 0.84, "images_per_s": 2310,
      "metrics": {"accuracy": 0.91}}
 
-Every key is optional; unknown keys are ignored. Epochs and steps are whole numbers of
-zero or more, the rest finite numbers (NaN and infinities, which JSON writers produce
-for a diverged loss, count as unknown). The latest valid line is the command's progress.
+Every key is optional; unknown keys are ignored. Epochs and steps are whole numbers from
+0 to 2**64 - 1 (what the wire's uint64 holds: a larger one makes the line malformed), the
+rest finite numbers (NaN, infinities, which JSON writers produce for a diverged loss, and
+integers too large for a double count as unknown). Metric names are cut to MAX_NAME
+characters, and what UTF-8 cannot carry in them (a lone surrogate escaped in the JSON)
+becomes "?". The latest valid line is the command's progress.
 A file, not a pipe: a command never blocks or dies because nobody reads.
 
 Everything here is pure: `parse_progress` reads one line, `split_lines` cuts a stream of
@@ -31,6 +34,8 @@ MAX_LINE = 4096
 # At most this many metrics are kept, with names of at most MAX_NAME characters.
 MAX_METRICS = 16
 MAX_NAME = 64
+# Epochs and steps travel as protobuf uint64.
+MAX_WHOLE = 2**64 - 1
 
 
 @record
@@ -55,29 +60,44 @@ def _whole(data: Mapping[str, Any], key: str) -> Optional[int]:
         return None
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ValueError(f"{key} must be a whole number of zero or more, got {value!r}")
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_WHOLE:
+        raise ValueError(f"{key} must be a whole number of zero or more, at most {MAX_WHOLE}, got {_short(value)}")
     return value
+
+
+def _short(value: Any) -> str:
+    """A bad value for a message: a 4,000-digit number is not worth a 4,000-character warning."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _finite(value: Any, key: str) -> Optional[float]:
     if value is None:
         return None
     if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise ValueError(f"{key} must be a number, got {value!r}")
-    return float(value) if math.isfinite(value) else None
+        raise ValueError(f"{key} must be a number, got {_short(value)}")
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond a double's range: as unknown as an infinity
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _name(name: str) -> str:
+    """A metric's name as protobuf's string field takes it: valid UTF-8."""
+    return name[:MAX_NAME].encode("utf-8", "replace").decode("utf-8")
 
 
 def _metrics(value: Any) -> tuple[tuple[str, float], ...]:
     if value is None:
         return ()
     if not isinstance(value, dict):
-        raise ValueError(f"metrics must be an object of names to numbers, got {value!r}")
+        raise ValueError(f"metrics must be an object of names to numbers, got {_short(value)}")
     kept = []
     for name, number in list(value.items())[:MAX_METRICS]:
         finite = _finite(number, f"metric {name!r}")
         if finite is not None:
-            kept.append((str(name)[:MAX_NAME], finite))
+            kept.append((_name(str(name)), finite))
     return tuple(sorted(kept))
 
 

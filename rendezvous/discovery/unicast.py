@@ -10,18 +10,25 @@ announces nothing newer for `advert_ttl` (killed, cut off) is dropped, and one t
 says goodbye with a last record.
 
 The seeds' names are resolved again at every exchange: a name with several addresses is
-several seeds, and the set may change while the job waits. A dual-stack node (its advert
+several seeds, and the set may change while the job waits. Each lookup runs in a thread of
+its own (the system's resolver may wait seconds for a DNS server) and is awaited for half a
+`gossip_interval` at most; one still unanswered is awaited again at the next exchange
+rather than started anew. Its thread is a daemon thread: a node whose --timeout passes
+exits then, not when the resolver gives up (with the loop's executor, asyncio.run waited
+for it). A seed that does not resolve is named in one warning until it does. A dual-stack node (its advert
 has an alternate address) talks to seeds and peers of both families.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import random
 import socket
+import threading
 import time
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import grpc
 
@@ -40,6 +47,52 @@ log = logging.getLogger(__name__)
 # large job is not a storm of calls.
 FANOUT = 2
 
+# socket.getaddrinfo's signature; tests pass a resolver that fails or hangs without DNS.
+Resolver = Callable[..., list]
+
+
+def _lookup(resolve: Resolver, host: str, port: int, family: int) -> "asyncio.Future[list]":
+    """resolve(host, port, ...) in a daemon thread (at once for an address), as a future
+    of the running loop."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[list] = loop.create_future()
+
+    def settle(result: Any, error: Optional[BaseException]) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    def work() -> None:
+        result, error = None, None
+        try:
+            result = resolve(host, port, family=family, type=socket.SOCK_STREAM)
+        except Exception as exc:  # noqa: BLE001 - handed to the loop, whatever it is
+            error = exc
+        try:
+            loop.call_soon_threadsafe(settle, result, error)
+        except RuntimeError:  # the loop closed while the resolver waited: nobody asks now
+            pass
+
+    if _is_address(host):  # nothing to ask a resolver: no thread every interval for it
+        try:
+            future.set_result(resolve(host, port, family=family, type=socket.SOCK_STREAM))
+        except OSError as exc:
+            future.set_exception(exc)
+    else:
+        threading.Thread(target=work, name=f"resolve {host}", daemon=True).start()
+    return future
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
 
 class UnicastDiscovery(Discovery):
     """Announces `advert` to `seeds` and the peers learned from them; reports every node
@@ -52,7 +105,10 @@ class UnicastDiscovery(Discovery):
         on_event: Callable[[DiscoveryEvent], None],
         seeds: Sequence[Seed],
         timings: Timings = Timings(),
+        resolve: Resolver = socket.getaddrinfo,
     ) -> None:
+        self._resolver = resolve
+        self._lookups: dict[Seed, asyncio.Future[list]] = {}  # still unanswered
         self._versions = advert.versions if advert else frozenset({address.version})
         self._advert = advert
         self._on_event = on_event
@@ -172,15 +228,28 @@ class UnicastDiscovery(Discovery):
     async def _resolve(self, seed: Seed) -> list[str]:
         """The endpoints of a seed's addresses of this node's families."""
         family = socket.AF_UNSPEC if len(self._versions) > 1 else socket.AF_INET if 4 in self._versions else socket.AF_INET6
+        lookup = self._lookups.get(seed)
+        if lookup is None:
+            lookup = self._lookups[seed] = _lookup(self._resolver, seed.host, seed.port, family)
+        bound = self._timings.gossip_interval / 2
         try:
-            infos = await asyncio.get_running_loop().getaddrinfo(seed.host, seed.port, family=family, type=socket.SOCK_STREAM)
-        except OSError as exc:
-            if seed not in self._unresolved:
-                log.warning("seed %s: cannot resolve %s (%s); trying again", seed, seed.host, exc.strerror or exc)
-            self._unresolved.add(seed)
+            infos = await asyncio.wait_for(asyncio.shield(lookup), bound)
+        except asyncio.TimeoutError:
+            self._unresolvable(seed, f"no answer from the resolver within {bound:g}s")
             return []
+        except OSError as exc:
+            self._unresolvable(seed, exc.strerror or str(exc))
+            return []
+        finally:
+            if lookup.done():
+                self._lookups.pop(seed, None)
         self._unresolved.discard(seed)
         return sorted({seed.endpoint(str(info[4][0]).split("%")[0]) for info in infos})
+
+    def _unresolvable(self, seed: Seed, reason: str) -> None:
+        if seed not in self._unresolved:
+            log.warning("seed %s: cannot resolve %s (%s); trying again", seed, seed.host, reason)
+        self._unresolved.add(seed)
 
     async def _exchange_with(self, endpoint: str) -> None:
         channel = self._channels.get(endpoint)

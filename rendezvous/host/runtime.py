@@ -5,22 +5,48 @@ when it listens and removed when it stops.
 The directory: $RENDEZVOUS_RUNTIME_DIR if set; else $RUNTIME_DIRECTORY (systemd's
 RuntimeDirectory=, /run/rendezvous for the unit), /run/rendezvous for root,
 $XDG_RUNTIME_DIR/rendezvous, /tmp/rendezvous-<uid>. `status` looks in all of them.
+
+Everything found there is untrusted input: another user may have made /tmp/rendezvous-<uid>
+first, or put files in it. So, as ssh refuses a loose key:
+- a directory of this user's own must have mode 0700 (a daemon tightens one that only others
+  could read, as earlier versions made them); the service's directories (/run/rendezvous,
+  systemd's $RUNTIME_DIRECTORY, mode 0755 so that every user's `status` can read them) must
+  be writable by their owner alone; any other directory is refused with a warning naming it,
+  its owner, its mode and the fix;
+- a note is read only from a regular file of at most MAX_REGISTRATION_BYTES, never through a
+  link, and every field is checked (a node id is 12 hex digits before it names any file);
+  a bad note is skipped with one warning naming it;
+- only the exact files of a dead daemon are removed: `<node-id>.json` and the progress files
+  `<node-id>-progress-<random>.jsonl`, by name in that directory.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
+import pwd
+import re
+import stat
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Optional
 
+from ..core.advert import validate_job
+from ..core.peer import parse_endpoint
 from ..core.record import asdict, record
 
 log = logging.getLogger(__name__)
 
 DIRECTORY_VARIABLE = "RENDEZVOUS_RUNTIME_DIR"
 SYSTEM_DIRECTORY = Path("/run/rendezvous")
+
+# os.urandom(6).hex(): anything else is not a node id, and never becomes part of a path.
+NODE_ID = re.compile(r"[0-9a-f]{12}")
+# What create_progress_file's mkstemp adds between the prefix and the suffix.
+_PROGRESS_SUFFIX = re.compile(r"-progress-[A-Za-z0-9_]{1,32}\.jsonl")
+MAX_PID = 2**31 - 1  # a pid_t: os.kill raises OverflowError beyond it
+MAX_NETNS = 2**64 - 1  # an inode number
 
 
 @record
@@ -61,17 +87,45 @@ def current_netns() -> int:
 MAX_REGISTRATION_BYTES = 4096
 
 
-def parse_registration(text: "str | bytes") -> Optional[Registration]:
-    """A registration file's content, or None if it is not one (junk, not UTF-8: ignored)."""
+def _whole(data: dict, key: str, low: int, high: int) -> int:
+    value = data.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ValueError(f"{key} must be a whole number from {low} to {high}, got {str(value)[:40]}")
+    return value
+
+
+def _text(data: dict, key: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str):
+        raise ValueError(f"{key} must be a string, got {type(value).__name__}")
+    return value
+
+
+def read_registration(text: "str | bytes") -> Registration:
+    """A registration file's content; ValueError saying what is wrong with it."""
     try:
         data = json.loads(text)
-        registration = Registration(
-            node_id=str(data["node_id"]), pid=int(data["pid"]), job=str(data["job"]),
-            endpoint=str(data["endpoint"]), netns=int(data["netns"]),
-        )
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise ValueError(f"not JSON: {str(exc)[:80]}") from None
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    node_id = _text(data, "node_id")
+    if not NODE_ID.fullmatch(node_id):
+        raise ValueError(f"node_id must be 12 hexadecimal digits, got {node_id[:40]!r}")
+    endpoint = _text(data, "endpoint")
+    parse_endpoint(endpoint)  # an address and a port, nothing gRPC would read as a socket path
+    return Registration(
+        node_id=node_id, pid=_whole(data, "pid", 1, MAX_PID), job=validate_job(_text(data, "job")),
+        endpoint=endpoint, netns=_whole(data, "netns", 0, MAX_NETNS),
+    )
+
+
+def parse_registration(text: "str | bytes") -> Optional[Registration]:
+    """A registration file's content, or None if it is not one."""
+    try:
+        return read_registration(text)
+    except ValueError:
         return None
-    return registration if registration.pid > 0 else None
 
 
 def live_registrations(
@@ -106,25 +160,85 @@ def pid_alive(pid: int) -> bool:
     return process_state(pid) != b"Z"  # without /proc to tell, the signal's word
 
 
-def register(registration: Registration, directories: Iterable[Path]) -> Optional[Path]:
-    """Write the note into the first directory that takes it. Best effort: without it only
+def _service_directories() -> set[Path]:
+    """The systemd unit's directories: readable by every user, written by the service."""
+    found = {SYSTEM_DIRECTORY}
+    if os.environ.get("RUNTIME_DIRECTORY"):
+        found.add(Path(os.environ["RUNTIME_DIRECTORY"].split(":")[0]))
+    return found
+
+
+def _owner(uid: int) -> str:
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def directory_problem(directory: Path, uid: int, tighten: bool = False) -> Optional[str]:
+    """Why the notes in `directory` cannot be trusted, or None (None too when it does not
+    exist). With `tighten`, a directory of `uid`'s own that others may only read is made
+    0700 instead of refused."""
+    try:
+        link = os.lstat(directory)
+        if stat.S_ISLNK(link.st_mode) and link.st_uid not in (uid, 0):
+            return f"refusing runtime directory {directory}: a symbolic link of {_owner(link.st_uid)}; remove it"
+        info = os.stat(directory)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"{directory}: {exc.strerror or exc}"
+    mode = stat.S_IMODE(info.st_mode)
+    if not stat.S_ISDIR(info.st_mode):
+        return f"refusing runtime directory {directory}: not a directory; remove it"
+    shared = directory in _service_directories()
+    if info.st_uid == uid:
+        if mode & 0o022 == 0 and (shared or mode & 0o077 == 0):
+            return None
+        if tighten and mode & 0o022 == 0:
+            os.chmod(directory, 0o700)
+            return None
+    elif shared and mode & 0o022 == 0:
+        return None  # the service's, written by it alone
+    needed = "0755 or tighter" if shared else "0700"
+    fix = f"run: chmod 700 {directory}" if info.st_uid == uid else (
+        f"remove it, or set {DIRECTORY_VARIABLE} to a directory of your own"
+    )
+    return (
+        f"refusing runtime directory {directory}: owned by {_owner(info.st_uid)} with mode {mode:04o}, "
+        f"where it must be yours with mode {needed}; {fix}"
+    )
+
+
+def register(
+    registration: Registration, directories: Iterable[Path], alive: Callable[[int], bool] = pid_alive
+) -> Optional[Path]:
+    """Write the note into the first directory that takes it, then remove the notes that
+    daemons killed with SIGKILL left there (`remove_stale`). Best effort: without it only
     `rendezvous status` is lost, so a failure is a warning."""
+    directories = list(directories)
     problems = []
+    uid = os.getuid()
     for directory in directories:
         path = directory / f"{registration.node_id}.json"
         try:
-            directory.mkdir(mode=0o755, parents=True, exist_ok=True)
-            if directory.stat().st_uid not in (os.getuid(), 0):
-                problems.append(f"{directory}: owned by another user")
+            shared = directory in _service_directories()
+            directory.mkdir(mode=0o755 if shared else 0o700, parents=True, exist_ok=True)
+            problem = directory_problem(directory, uid, tighten=True)
+            if problem is not None:
+                log.warning("%s", problem)
+                problems.append(problem)
                 continue
             temporary = path.with_suffix(".tmp")
             temporary.write_text(json.dumps(asdict(registration)) + "\n")
             temporary.chmod(0o644)
             temporary.replace(path)
             log.debug("registered for `rendezvous status` in %s", path)
-            return path
         except OSError as exc:
             problems.append(f"{directory}: {exc.strerror or exc}")
+            continue
+        remove_stale([directory], registration.netns, alive)
+        return path
     log.warning("`rendezvous status` will not find this daemon: %s", "; ".join(problems))
     return None
 
@@ -140,39 +254,78 @@ def unregister(path: Optional[Path]) -> None:
         log.warning("could not remove %s: %s", path, exc.strerror or exc)
 
 
-def _read_registrations(directories: Iterable[Path]) -> Iterator[tuple[Path, Registration]]:
+def _read_note(path: Path) -> bytes:
+    """At most MAX_REGISTRATION_BYTES + 1 of a regular file; never through a link, and never
+    blocking (a FIFO would)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ValueError("a symbolic link" if exc.errno == errno.ELOOP else exc.strerror or str(exc)) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        return os.read(fd, MAX_REGISTRATION_BYTES + 1)
+    finally:
+        os.close(fd)
+
+
+def _scan(directories: Iterable[Path]) -> Iterator[tuple[Path, Registration]]:
+    """Every note in the trusted ones of `directories`; one warning per refused directory
+    and per bad note."""
+    uid = os.getuid()
     for directory in directories:
+        problem = directory_problem(directory, uid)
+        if problem is not None:
+            log.warning("%s", problem)
+            continue
         try:
-            paths = sorted(directory.glob("*.json"))
+            names = sorted(n for n in os.listdir(directory) if n.endswith(".json"))
         except OSError:
             continue
-        for path in paths:
+        for name in names:
+            path = directory / name
             try:
-                if not path.is_file():  # a FIFO would block the read
-                    continue
-                with path.open("rb") as file:
-                    data = file.read(MAX_REGISTRATION_BYTES + 1)
-            except OSError:
+                data = _read_note(path)
+                if len(data) > MAX_REGISTRATION_BYTES:
+                    raise ValueError(f"longer than {MAX_REGISTRATION_BYTES} bytes")
+                registration = read_registration(data)
+                if name != f"{registration.node_id}.json":
+                    raise ValueError(f"the note of node {registration.node_id} under another name")
+            except FileNotFoundError:
+                continue  # removed by its daemon in the meantime
+            except ValueError as exc:
+                log.warning("ignoring %s: not a rendezvous daemon's note (%s)", path, exc)
                 continue
-            registration = parse_registration(data) if len(data) <= MAX_REGISTRATION_BYTES else None
-            if registration is not None:
-                yield path, registration
+            yield path, registration
 
 
 def find_registrations(directories: Iterable[Path]) -> list[Registration]:
     """Every registration in the directories, dead daemons and other namespaces included."""
-    return [registration for _, registration in _read_registrations(directories)]
+    return [registration for _, registration in _scan(directories)]
 
 
-def remove_stale(directories: Iterable[Path], netns: int, alive: Callable[[int], bool]) -> None:
+def remove_stale(
+    directories: Iterable[Path], netns: int, alive: Callable[[int], bool]
+) -> list[Registration]:
     """Remove the notes of daemons of this namespace that died without removing theirs
     (killed with SIGKILL), and their commands' progress files (`progress.create_progress_file`);
-    best effort, e.g. another user's stay."""
-    for path, registration in _read_registrations(directories):
-        if registration.netns == netns and not alive(registration.pid):
-            for leftover in (path, *path.parent.glob(f"{registration.node_id}-progress-*.jsonl")):
-                try:
-                    leftover.unlink()
-                    log.debug("removed %s: its daemon (pid %d) is gone", leftover, registration.pid)
-                except OSError:
-                    pass
+    best effort, e.g. another user's stay. Every other registration found, in one reading."""
+    kept = []
+    for path, registration in _scan(directories):
+        if registration.netns != netns or alive(registration.pid):
+            kept.append(registration)
+            continue
+        directory = path.parent
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            names = []
+        progress = [n for n in names if n.startswith(registration.node_id) and
+                    _PROGRESS_SUFFIX.fullmatch(n, len(registration.node_id))]
+        for name in (path.name, *progress):
+            try:
+                os.unlink(directory / name)
+                log.debug("removed %s: its daemon (pid %d) is gone", directory / name, registration.pid)
+            except OSError:
+                pass
+    return kept

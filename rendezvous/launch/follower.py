@@ -4,14 +4,18 @@ The daemon creates the file before the command starts and polls it: only complet
 lines are read, at most `MAX_READ` bytes per poll (a command that writes faster is read
 from its latest lines on), and the latest valid line becomes the command's `Progress`.
 Malformed or cut lines are skipped with one warning per round, never an error: progress
-is for people watching, and the training goes on whatever it writes.
+is for people watching, and the training goes on whatever it writes. Whatever the command
+puts at the path instead of the file (a FIFO, a symbolic link, a directory) is not read,
+with the same one warning: opening never blocks and never follows a link.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Callable, Optional
@@ -44,6 +48,7 @@ class ProgressFollower:
         self._offset = 0
         self._pending = b""
         self._warned = False
+        self._partial = False  # the next bytes end a line whose start was skipped
         self.latest: Optional[Progress] = None
         self._task: Optional[asyncio.Task] = None
 
@@ -76,22 +81,41 @@ class ProgressFollower:
             self._on_progress(newest)
 
     def _read_new(self) -> bytes:
+        # The command may have put anything at the path: a FIFO would block a plain open()
+        # for ever (and the daemon with it, deaf to SIGTERM), a symbolic link could lead to
+        # one or to a device. Only a regular file of its own is read.
         try:
-            with open(self.path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                if size < self._offset:  # truncated: start over
-                    self._offset, self._pending = 0, b""
-                if size - self._offset > MAX_READ:  # fell behind: only the latest lines matter
-                    self._offset, self._pending = size - MAX_READ, b""
-                    f.seek(self._offset)
-                    f.readline()  # the first line is most likely a part
-                    self._offset = f.tell()
-                f.seek(self._offset)
-                chunk = f.read(MAX_READ)
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as exc:
+            problem = "it is a symbolic link" if exc.errno == errno.ELOOP else f"cannot read it: {exc.strerror or exc}"
+            self._warn(problem)
+            return b""
+        try:
+            status = os.fstat(fd)
+            if not stat.S_ISREG(status.st_mode):
+                self._warn("it is not a regular file")
+                return b""
+            return self._read_from(fd, status.st_size)
         except OSError as exc:
             self._warn(f"cannot read it: {exc.strerror or exc}")
             return b""
+        finally:
+            os.close(fd)
+
+    def _read_from(self, fd: int, size: int) -> bytes:
+        """At most MAX_READ bytes from the offset on; when the file has grown further, the
+        lines from its last MAX_READ bytes, after the first newline there."""
+        if size < self._offset:  # truncated: start over
+            self._offset, self._pending = 0, b""
+        skip = size - self._offset > MAX_READ  # fell behind: only the latest lines matter
+        if skip:
+            self._offset, self._pending = size - MAX_READ, b""
+        chunk = os.pread(fd, MAX_READ, self._offset)
         self._offset += len(chunk)
+        if skip or self._partial:
+            newline = chunk.find(b"\n")  # what comes before it is the end of a line already passed
+            self._partial = newline < 0
+            chunk = chunk[newline + 1:] if newline >= 0 else b""
         return chunk
 
     def _warn(self, problem: str) -> None:

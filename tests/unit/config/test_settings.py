@@ -528,3 +528,31 @@ def test_allow_mismatch_refuses_what_it_cannot_allow_listing_what_it_can(kind):
 def test_same_file_refuses_an_empty_path_naming_the_file_key():
     with pytest.raises(ConfigError, match=f"{PATH}: same-file must be file paths"):
         build_settings(parse_config_file('expect = 2\nsame-file = [""]\n', PATH))
+
+
+@pytest.mark.parametrize(
+    "ports, named",
+    [
+        ({"port": 7000, "tf_port": 7000}, "--port and --tf-port are both 7000: the command"),
+        ({"port": 7000, "metrics_port": 7000}, "--port and --metrics-port are both 7000: the metrics endpoint"),
+        ({"tf_port": 9100, "metrics_port": 9100}, "--tf-port and --metrics-port are both 9100: the command"),
+        ({"port": 9100, "tf_port": 9100, "metrics_port": 9100}, "--port and --tf-port are both 9100"),
+    ],
+)
+def test_no_two_given_ports_are_the_same(ports, named):
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        JoinConfig(expect=2, **ports)
+
+
+def test_ports_left_to_the_system_may_all_be_unset():
+    config = JoinConfig(expect=2, port=0, tf_port=0, metrics_port=None)
+    assert (config.port, config.tf_port, config.metrics_port) == (0, 0, None)
+    assert JoinConfig(expect=2, port=7000, tf_port=7001, metrics_port=7002).metrics_port == 7002
+
+
+def test_metrics_port_equal_to_tf_port_exits_2_naming_both():
+    from peers import run_join  # on 127.0.0.2, ended by --timeout should the ports be taken
+
+    result = run_join("--expect", "2", "--timeout", "1", "--tf-port", "9100", "--metrics-port", "9100", "--", "true")
+    assert result.returncode == 2, result
+    assert "--tf-port and --metrics-port are both 9100" in result.stderr

@@ -55,6 +55,48 @@ def test_malformed_lines_say_what_is_wrong(line, problem):
         parse_progress(line)
 
 
+@pytest.mark.parametrize("value", ["18446744073709551616", "1e300", "1" + "0" * 4000, "1e400"])
+def test_whole_numbers_beyond_the_wires_uint64_are_malformed(value):
+    """Such an epoch made every Status call of the daemon fail with a ValueError from protobuf."""
+    with pytest.raises(ValueError, match="epoch must be a whole number") as raised:
+        parse_progress(f'{{"epoch": {value}, "step": 1}}')
+    assert len(str(raised.value)) < 200
+    assert parse_progress('{"epoch": 18446744073709551615}').epoch == 2**64 - 1
+
+
+def test_numbers_a_double_cannot_hold_are_unknown_and_names_are_utf_8():
+    huge = "1" + "0" * 400  # an integer beyond a double: float() raised OverflowError
+    progress = parse_progress(f'{{"loss": {huge}, "images_per_s": -{huge}, "metrics": {{"a": {huge}, "\\ud800x": 2}}}}')
+    assert progress == Progress(metrics=(("?x", 2.0),))
+    message = _wire.progress_to_pb(progress)
+    message.SerializeToString()  # a lone surrogate raised UnicodeEncodeError here
+    assert _wire.progress_from_pb(message) == progress
+
+
+@pytest.mark.parametrize(
+    "line",
+    ['{"epoch": 18446744073709551615, "epochs": 18446744073709551615, "step": 0, "loss": 1e300, "images_per_s": -1e300}',
+     '{"step": 7, "metrics": {"\\udfff": 1e308, "b": -0.0}}'],
+)
+def test_every_valid_line_crosses_the_wire_unchanged(line):
+    progress = parse_progress(line)
+    assert _wire.progress_from_pb(_wire.progress_to_pb(progress)) == progress
+
+
+_NUMBERS = st.one_of(st.integers(), st.floats(), st.integers(min_value=-(10**400), max_value=10**400))
+
+
+@given(st.dictionaries(st.sampled_from(["epoch", "epochs", "step", "loss", "images_per_s"]), _NUMBERS),
+       st.dictionaries(st.text(max_size=80), _NUMBERS, max_size=20))
+def test_a_line_is_either_malformed_or_fits_the_wire(known, metrics):
+    line = json.dumps({**known, "metrics": metrics})
+    try:
+        progress = parse_progress(line)
+    except ValueError:
+        return
+    _wire.progress_to_pb(progress).SerializeToString()
+
+
 def test_metrics_are_bounded():
     many = {f"{'m' * 100}{i:02d}": i for i in range(40)}
     metrics = parse_progress(json.dumps({"metrics": many})).metrics

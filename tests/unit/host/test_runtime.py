@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
+import stat
 import subprocess
+import sys
 import time
 from rendezvous.core.record import asdict
 from pathlib import Path
@@ -105,10 +108,149 @@ def test_notes_and_progress_files_of_dead_daemons_of_this_namespace_are_removed(
     dead = Registration("abcdef000001", 999_999, "j", "10.0.0.1:1", R.netns)
     elsewhere = Registration("abcdef000002", 999_998, "j", "10.0.0.1:2", R.netns + 1)
     for registration in (R, dead, elsewhere):
-        register(registration, [tmp_path])
+        register(registration, [tmp_path], alive=lambda pid: True)
         (tmp_path / f"{registration.node_id}-progress-x1y2.jsonl").write_text("")
     remove_stale([tmp_path], R.netns, lambda pid: pid == R.pid)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "abcdef000002-progress-x1y2.jsonl", "abcdef000002.json",
         "abcdef012345-progress-x1y2.jsonl", "abcdef012345.json",
     ]
+
+
+def note(directory: Path, name: str, **fields) -> Path:
+    path = directory / name
+    path.write_text(json.dumps({**asdict(R), **fields}) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"pid": 1e309}, {"pid": 2**80}, {"pid": True}, {"pid": "123"}, {"pid": 12.0}, {"netns": -1},
+     {"netns": 2**64}, {"node_id": "../d1victim/**/*"}, {"node_id": "*"}, {"node_id": "ABCDEF012345"},
+     {"job": "../x"}, {"job": 5}, {"endpoint": "unix:/run/x.sock"}, {"endpoint": "host.example:1"}],
+)
+def test_every_field_of_a_note_is_checked(fields):
+    """pid 1e309 or 2**80 made `status` die with an OverflowError traceback."""
+    assert parse_registration(json.dumps({**asdict(R), **fields})) is None
+
+
+def test_a_bad_note_is_skipped_with_one_warning_naming_it(tmp_path, caplog):
+    register(R, [tmp_path])
+    bad = note(tmp_path, "abcdef000009.json", node_id="abcdef000009", pid=1e309)
+    renamed = note(tmp_path, "abcdef000008.json")  # R's note under another node's name
+    with caplog.at_level(logging.WARNING):
+        assert find_registrations([tmp_path]) == [R]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2
+    assert str(renamed) in warnings[0]  # in the order of their names
+    assert str(bad) in warnings[1] and "pid" in warnings[1]
+
+
+def test_a_fifo_or_a_link_in_place_of_a_note_is_not_read(tmp_path, caplog):
+    os.mkfifo(tmp_path / "abcdef000007.json")  # a plain open() would wait for a writer
+    (tmp_path / "abcdef000006.json").symlink_to(note(tmp_path, "elsewhere"))
+    with caplog.at_level(logging.WARNING):
+        assert find_registrations([tmp_path]) == []
+    assert "not a regular file" in caplog.text and "symbolic link" in caplog.text
+
+
+def test_junk_node_ids_of_dead_notes_never_name_a_file_to_remove(tmp_path):
+    """A dead note whose node_id was `../d1victim/**/*` removed a file outside the
+    directory, and `*` every progress file in it."""
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    victim = tmp_path / "d1victim" / "deep"
+    victim.mkdir(parents=True)
+    (victim / "precious-progress-x.jsonl").write_text("keep")
+    (victim.parent / "precious").write_text("keep")
+    note(run, "a.json", node_id="../d1victim/**/*", pid=999_999)
+    note(run, "b.json", node_id="*", pid=999_999)
+    note(run, "abcdef000001.json", node_id="abcdef000001", pid=999_999)  # really dead
+    progress = ["abcdef012345-progress-k3j_2x.jsonl", "abcdef000001x-progress-a.jsonl",
+                "abcdef000001-progress-../x.jsonl".replace("/", "_"), "abcdef000001-progress-ab12.jsonl"]
+    for name in progress:
+        (run / name).write_text("")
+    remove_stale([run], R.netns, lambda pid: pid == R.pid)
+    assert (victim / "precious-progress-x.jsonl").exists() and (victim.parent / "precious").exists()
+    assert sorted(p.name for p in run.iterdir()) == sorted(["a.json", "b.json", *progress[:3]])
+
+
+def test_a_directory_another_user_owns_is_refused_naming_owner_mode_and_fix(tmp_path, caplog):
+    """`status` read its directory in the shared /tmp whatever user had made it."""
+    foreign = tmp_path / "rendezvous-0"
+    foreign.mkdir(mode=0o700)
+    register(R, [foreign])
+    os.chown(foreign, 65534, 65534)
+    with caplog.at_level(logging.WARNING):
+        assert find_registrations([foreign]) == []
+        assert register(R, [foreign]) is None
+    assert f"refusing runtime directory {foreign}: owned by" in caplog.text
+    assert "uid 65534" in caplog.text and "mode 0700" in caplog.text and "RENDEZVOUS_RUNTIME_DIR" in caplog.text
+
+
+def test_a_directory_others_may_write_to_is_refused_and_a_readable_one_tightened(tmp_path, caplog):
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    register(R, [loose])
+    loose.chmod(0o777)
+    with caplog.at_level(logging.WARNING):
+        assert find_registrations([loose]) == []
+        assert register(R, [loose]) is None
+    assert f"chmod 700 {loose}" in caplog.text and "mode 0777" in caplog.text
+    loose.chmod(0o755)  # as earlier versions made it: `status` refuses, a daemon tightens it
+    assert find_registrations([loose]) == []
+    assert register(R, [loose]) == loose / "abcdef012345.json"
+    assert stat.S_IMODE(loose.stat().st_mode) == 0o700 and find_registrations([loose]) == [R]
+
+
+def test_a_new_directory_is_made_0700(tmp_path):
+    register(R, [tmp_path / "new"])
+    assert stat.S_IMODE((tmp_path / "new").stat().st_mode) == 0o700
+
+
+def test_the_service_directory_may_be_readable_by_all(tmp_path, monkeypatch):
+    """systemd makes RuntimeDirectory= 0755 for the service user: every user's `status` reads it."""
+    service = tmp_path / "service"
+    service.mkdir(mode=0o755)
+    service.chmod(0o755)
+    monkeypatch.setenv("RUNTIME_DIRECTORY", str(service))
+    register(R, [service])
+    os.chown(service, 65534, 65534)
+    assert find_registrations([service]) == [R]
+    service.chmod(0o775)
+    assert find_registrations([service]) == []
+
+
+def test_a_starting_daemon_removes_the_notes_of_daemons_killed_with_sigkill(tmp_path):
+    """Such notes stayed until someone ran `status`."""
+    dead = Registration("abcdef000001", 999_999, "j", "10.0.0.1:1", R.netns)
+    register(dead, [tmp_path], alive=lambda pid: True)
+    (tmp_path / "abcdef000001-progress-x1y2.jsonl").write_text("")
+    register(R, [tmp_path], alive=lambda pid: pid == R.pid)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["abcdef012345.json"]
+
+
+def test_status_on_a_junk_note_ends_with_a_message_not_a_traceback(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    bad = note(run, "abcdef000009.json", node_id="abcdef000009", pid=1e309)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RENDEZVOUS_")}
+    result = subprocess.run(
+        [sys.executable, "-m", "rendezvous", "status"], capture_output=True, text=True, timeout=60,
+        env={**env, "RENDEZVOUS_RUNTIME_DIR": str(run)}, stdin=subprocess.DEVNULL,
+    )
+    assert "Traceback" not in result.stderr and str(bad) in result.stderr, result.stderr
+    assert "no rendezvous daemon runs on this machine" in result.stderr and bad.exists()
+
+
+def test_a_link_another_user_made_in_place_of_the_directory_is_refused(tmp_path, caplog):
+    """In a shared /tmp its owner could point it elsewhere between a check and a write."""
+    mine = tmp_path / "mine"
+    register(R, [mine])
+    link = tmp_path / "rendezvous-0"
+    link.symlink_to(mine)
+    assert find_registrations([link]) == [R]  # a link of this user's own is followed
+    os.lchown(link, 65534, 65534)
+    with caplog.at_level(logging.WARNING):
+        assert find_registrations([link]) == []
+    assert f"refusing runtime directory {link}: a symbolic link of" in caplog.text and "uid 65534" in caplog.text

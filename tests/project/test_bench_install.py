@@ -32,7 +32,7 @@ def test_the_agents_run_an_installed_wheel_with_no_import_hook(tmp_path):
     ).stdout.splitlines()
     assert all(Path(path).is_relative_to(venv) for path in found[:2]), found
     assert not any("editable" in name for name in json.loads(found[2])), found[2]
-    assert any(venv.glob("lib/python*/site-packages/rendezvous/__pycache__/cli.*.pyc"))  # compiled
+    assert any(venv.glob("lib/python*/site-packages/rendezvous/cli/__pycache__/main.*.pyc"))  # compiled
 
     version = subprocess.run([programs.rendezvous, "--version"], capture_output=True, text=True,
                              timeout=60, cwd=tmp_path, check=True)

@@ -183,7 +183,7 @@ class Node:
             if isinstance(end, int):
                 return end
             self.reporter.update(self.status())  # the preflight may have refused the round
-            await self.launcher.stop(self.config.stop_grace)
+            await self.launcher.stop(self.config.stop_grace if end.completed else self.config.abort_grace)
             await self._joiner.close()  # type: ignore[union-attr]  # set by _round
             played = self._joiner.state.round or number  # type: ignore[union-attr]
             if end.completed:

@@ -40,7 +40,7 @@ from ..core.view import PeerView, Target
 from ..discovery import Discovery, DiscoveryEvent, DiscoveryFactory, Hinted, deliver
 from ..errors import AddressError
 from ..launch.launcher import check_command
-from ..host.ports import PortReservation
+from ..host.ports import PortReservation, reserve_again
 from ..host.syncdir import SyncDir, check_sync_dir, remove_leftovers
 from ..host.token import load_keys
 
@@ -89,7 +89,7 @@ class Resources:
     def hold_tf_port(self) -> None:
         """Hold this node's TF port again for the next round (the last command bound it)."""
         self.reservation.release()
-        self.reservation = PortReservation(self.me.tf_port, ipv6=6 in self.view.me.versions)
+        self.reservation = reserve_again(self.me.tf_port, ipv6=6 in self.view.me.versions)
 
     def switch(self, me: Peer) -> None:
         """This node uses its address of the job's IP family now (core.family): the server

@@ -20,8 +20,8 @@ When the command ends by itself, whatever it left behind gets SIGTERM, and SIGKI
 grace the daemon sent with the start. The gate then exits as the command did: the same exit
 code, or death by the same signal. What still escapes: a process that is not a descendant,
 started for the command by another service (`systemd-run`, a container engine, ssh to this
-host), and anything left when the gate itself is killed with SIGKILL; a systemd unit with
-KillMode=control-group ends those with the unit.
+host), and anything left when the gate itself is killed with SIGKILL; a systemd unit ends
+what is left in its cgroup with the unit (KillMode=mixed or control-group).
 
 A gate comes one of two ways, and runs the same `run` either way:
 - the spare: forked by the `rendezvous` command's process first thing, while it is small and

@@ -38,6 +38,24 @@ def command_of(gate_pid: int) -> Optional[int]:
     return min(found)[1] if found else None
 
 
+def kill_session(session: int) -> int:
+    """SIGKILL to every process of `session` (a gate's pid: its command's whole tree but what
+    left the session); how many there were. None is left when the gate ended as it should:
+    only a gate killed with SIGKILL itself leaves its tree behind, orphaned."""
+    killed = 0
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    if int(f.read().rpartition(b")")[2].split()[3]) != session:
+                        continue
+                os.kill(int(name), signal.SIGKILL)
+                killed += 1
+            except (OSError, IndexError, ValueError):  # gone meanwhile
+                pass
+    return killed
+
+
 def exit_code_of(returncode: int) -> int:
     """A shell-style exit code: death by signal N becomes 128 + N."""
     return 128 - returncode if returncode < 0 else returncode
@@ -205,6 +223,8 @@ class Launcher:
         code = exit_code_of(await self._process.wait())  # the gate's: the whole tree has ended
         if self.finished_at is None:
             self.finished_at = time.monotonic()
+            if self.started_at is not None and kill_session(self._process.pid):
+                log.warning("the command's supervisor was killed: SIGKILL to what it left of the command")
         return code
 
     async def stop(self, grace: float) -> int:

@@ -194,3 +194,23 @@ def test_the_gate_is_import_light():
     assert done.returncode == 0, done.stderr
     imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
     assert not imported & {"signal", "enum", "subprocess", "asyncio", "rendezvous"}, imported
+
+
+def test_a_supervisor_killed_with_sigkill_leaves_none_of_its_command_behind(caplog):
+    """kill -9 of the gate itself (a process found as the daemon's child): its orphans are
+    still in its session, which the launcher ends."""
+    seconds = unique_seconds()
+
+    async def scenario():
+        launcher = Launcher()
+        await launcher.arm(["sh", "-c", f"sleep {seconds} & wait"], {})
+        launcher.fire(time.time())
+        await until(lambda: running(f"sleep\0{seconds}"), time.monotonic() + 30, "the sleep never ran")
+        shell = launcher.pid
+        os.kill(launcher._process.pid, signal.SIGKILL)
+        return await asyncio.wait_for(launcher.wait(), 30), shell
+
+    code, shell = asyncio.run(scenario())
+    assert code == 128 + signal.SIGKILL
+    assert wait_gone(shell, timeout=5) and not running(f"sleep\0{seconds}")
+    assert "the command's supervisor was killed" in caplog.text

@@ -134,16 +134,21 @@ class _Tree:
                 return
             if pid == self.command:
                 self.status = status
-                try:
-                    if os.waitpid(-1, os.WNOHANG) != (0, 0):
-                        continue  # another one was reaped just now: look again
-                except ChildProcessError:
-                    return
-                if not self.killing:  # the command left processes behind
+                if not self.killing and _any_left():  # the command left processes behind
                     self.pass_on(_signal.SIGTERM)
                     _signal.setitimer(_signal.ITIMER_REAL, max(self.grace, 0.001))
             if self.killing:
                 self.kill()  # the ones started between two sweeps
+
+
+def _any_left() -> bool:
+    """Whether this process has a child still running, reaping those that ended."""
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG) == (0, 0):
+                return True
+        except ChildProcessError:
+            return False
 
 
 def _supervise(libc, daemon: int, grace: float, argv, env) -> None:

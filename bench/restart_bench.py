@@ -117,7 +117,8 @@ def one_run(fault: str, hosts: list, liveness: float, settle: float,
                      f"every command of round 1 starting ({fault})", out)
             commands = list(pids(out, 1).values())
             victim_node = procs[-1]  # the highest address: never the coordinator
-            (victim_cmd,) = [p for p in commands if parent(p) == victim_node.pid]
+            # each command runs under its supervisor, the daemon's child
+            (victim_cmd,) = [p for p in commands if parent(parent(p)) == victim_node.pid]
             fault_at = time.time()
             if fault == "command":
                 os.kill(victim_cmd, signal.SIGKILL)

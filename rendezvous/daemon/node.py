@@ -172,7 +172,7 @@ class Node:
             if isinstance(end, int):
                 return end
             self._report()  # the preflight may have refused the round
-            await self.launcher.stop(self.config.stop_grace)
+            await self.launcher.stop(self.config.stop_grace if end.completed else self.config.abort_grace)
             await joiner.close()
             played = joiner.state.round or number
             if end.completed:

@@ -42,7 +42,7 @@ from ..core.view import PeerView, Target
 from ..discovery import Discovery, DiscoveryEvent, DiscoveryFactory, Hinted, deliver
 from ..errors import AddressError
 from ..launch.launcher import check_command
-from ..host.ports import PortReservation
+from ..host.ports import PortReservation, reserve_again
 from ..host.syncdir import SyncDir, check_sync_dir, remove_leftovers
 from ..host.token import load_keys
 
@@ -92,7 +92,7 @@ class Endpoint:
     def hold_tf_port(self) -> None:
         """Hold this node's TF port again for the next round (the last command bound it)."""
         self.reservation.release()
-        self.reservation = PortReservation(self.me.tf_port, ipv6=self.ipv6)
+        self.reservation = reserve_again(self.me.tf_port, ipv6=self.ipv6)
 
     def switch(self, me: Peer) -> None:
         """This node uses its address of the job's IP family now (core.family): the server

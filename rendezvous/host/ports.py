@@ -4,10 +4,19 @@ TensorFlow worker's, held until the command starts."""
 from __future__ import annotations
 
 import ipaddress
+import logging
 import socket
+import time
 from typing import Optional
 
 from ..errors import AddressError
+
+log = logging.getLogger(__name__)
+
+# How long the next round waits for its TF port: the last round's whole process tree is
+# gone by then, so only a socket closing in the kernel, or another program, holds it.
+REBIND_WAIT = 3.0
+REBIND_INTERVAL = 0.05
 
 
 def _bind(host: str, port: int, family: socket.AddressFamily) -> socket.socket:
@@ -66,3 +75,20 @@ class PortReservation:
         if self._socket is not None:
             self._socket.close()
             self._socket = None
+
+
+def reserve_again(port: int, ipv6: bool = False, wait: float = REBIND_WAIT) -> PortReservation:
+    """Hold `port` again for the next round, waiting up to `wait` seconds while something
+    still listens on it; AddressError if it is still busy then."""
+    deadline = time.monotonic() + wait
+    said = False
+    while True:
+        try:
+            return PortReservation(port, ipv6=ipv6)
+        except AddressError:
+            if time.monotonic() >= deadline:
+                raise
+            if not said:
+                said = True
+                log.info("TF port %d is still busy: waiting up to %gs for it", port, wait)
+        time.sleep(REBIND_INTERVAL)

@@ -1,11 +1,27 @@
-"""The command's process until the round starts: a gate that waits, then becomes the command.
+"""The command's process: a gate that waits for the round's start, then supervises the command.
 
-A gate is a process in a session of its own (so a process group of its own), there before
-the freeze so that the freeze waits for no process to start. It blocks on a pipe until the
-daemon writes the start time, the command and its environment and closes the pipe; then it
-sleeps until the start and execs the command. At the common start time every node does
-nothing but one exec: no fork, no daemon wake-up. A pipe closed without a start (the round
-was aborted, the daemon died) ends the gate with 125 before anything runs.
+A gate is a process in a session of its own, there before the freeze so that the freeze
+waits for no process to start. It blocks on a pipe until the daemon writes the start time,
+the command and its environment and closes the pipe; then it sleeps until the start and
+starts the command (posix_spawn: a vfork, no copy of the gate) in a process group of its
+own. A pipe closed without a start (the round was aborted, the daemon died) ends the gate
+with 125 before anything runs.
+
+From then on the gate is the command's whole process tree to the daemon. It is a child
+subreaper (PR_SET_CHILD_SUBREAPER): whatever the command starts stays below it, even a
+process whose parent exited (`sh -c 'python train.py'` killed, `sleep 300 &` left behind),
+so it finds every descendant through /proc and ends the gate only once all are reaped. The
+daemon signals the gate, never the command:
+- SIGTERM, SIGINT, SIGHUP: passed on to the command's group and every descendant, with a
+  SIGCONT so that a stopped one can handle it;
+- SIGUSR1 (also the gate's parent-death signal: the daemon died, even with kill -9):
+  SIGKILL to all of them, again each time one is reaped, until none is left.
+When the command ends by itself, whatever it left behind gets SIGTERM, and SIGKILL after the
+grace the daemon sent with the start. The gate then exits as the command did: the same exit
+code, or death by the same signal. What still escapes: a process that is not a descendant,
+started for the command by another service (`systemd-run`, a container engine, ssh to this
+host), and anything left when the gate itself is killed with SIGKILL; a systemd unit ends
+what is left in its cgroup with the unit (KillMode=mixed or control-group).
 
 A gate comes one of two ways, and runs the same `run` either way:
 - the spare: forked by the `rendezvous` command's process first thing, while it is small and
@@ -29,42 +45,163 @@ import sys
 import time
 
 ABORTED = 125  # the gate's exit code when the round was called off before its start
+KILL = _signal.SIGUSR1  # to a gate: SIGKILL to the command's whole tree, now
 
-# The message: start time (seconds since the epoch) and the number of the command's
-# arguments, then each argument and each NAME=VALUE of the environment, ended by a NUL.
-_HEADER = struct.Struct("!dI")
-_PR_SET_NAME, _PR_SET_PDEATHSIG = 15, 1
+# The message: start time (seconds since the epoch), the grace of what the command leaves
+# behind and the number of the command's arguments, then each argument and each NAME=VALUE
+# of the environment, ended by a NUL.
+_HEADER = struct.Struct("!ddI")
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_NAME, _PR_SET_CHILD_SUBREAPER = 1, 4, 15, 36
+_PASSED_ON = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP)
 
 
-def encode(start_at: float, command, env) -> bytes:
+def encode(start_at: float, command, env, grace: float = 0.0) -> bytes:
     """What the daemon writes to a gate: `command` (str items) to run at `start_at` with
-    exactly the environment `env` (names and values free of NUL, names free of '=')."""
+    exactly the environment `env` (names and values free of NUL, names free of '='); what
+    the command leaves running when it ends gets `grace` seconds between SIGTERM and SIGKILL."""
     items = list(command) + [f"{name}={value}" for name, value in env.items()]
-    return _HEADER.pack(start_at, len(command)) + b"".join(os.fsencode(i) + b"\0" for i in items)
+    return _HEADER.pack(start_at, grace, len(command)) + b"".join(os.fsencode(i) + b"\0" for i in items)
 
 
 def decode(data: bytes):
-    """(start_at, argv, env) from `encode`'s bytes, or None for anything else."""
+    """(start_at, grace, argv, env) from `encode`'s bytes, or None for anything else."""
     if len(data) < _HEADER.size:
         return None
-    start_at, count = _HEADER.unpack_from(data)
+    start_at, grace, count = _HEADER.unpack_from(data)
     items = data[_HEADER.size:].split(b"\0")
     if items.pop() != b"" or not 0 < count <= len(items):
         return None
     env = dict(item.partition(b"=")[::2] for item in items[count:])
-    return start_at, items[:count], env
+    return start_at, grace, items[:count], env
+
+
+def descendants(root: int) -> list:
+    """Every process below `root`, from the parent of each in /proc (whose per-task
+    `children` lists not every kernel has)."""
+    below: dict = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    ppid = int(f.read().rpartition(b")")[2].split()[1])
+            except (OSError, IndexError, ValueError):  # gone meanwhile
+                continue
+            below.setdefault(ppid, []).append(int(name))
+    found, todo = [], [root]
+    while todo:
+        children = below.get(todo.pop(), ())
+        found += children
+        todo += children
+    return found
+
+
+class _Tree:
+    """The command and every process below the gate, as the gate's signal handlers see it."""
+
+    def __init__(self, grace: float) -> None:
+        self.grace = grace
+        self.command = 0  # its pid once started, its process group's too
+        self.status = None  # its wait status once reaped
+        self.killing = False
+
+    def signal(self, signum: int) -> None:
+        # The group first: a process forking right now gets a group's signal in its child too.
+        if self.command and self.status is None:  # an unreaped command keeps its group's id ours
+            try:
+                os.killpg(self.command, signum)
+            except OSError:
+                pass
+        for pid in descendants(os.getpid()):
+            try:
+                os.kill(pid, signum)
+            except OSError:
+                pass
+
+    def pass_on(self, signum: int, _frame=None) -> None:
+        self.signal(signum)
+        self.signal(_signal.SIGCONT)  # a stopped process must run to handle it
+
+    def kill(self, _signum=None, _frame=None) -> None:
+        self.killing = True
+        self.signal(_signal.SIGKILL)
+
+    def reap(self) -> None:
+        """Wait for every process of the tree, the command first of all or not."""
+        while True:
+            try:
+                pid, status = os.waitpid(-1, 0)
+            except ChildProcessError:  # none left: as a subreaper, the tree is gone
+                return
+            if pid == self.command:
+                self.status = status
+                if not self.killing and _any_left():  # the command left processes behind
+                    self.pass_on(_signal.SIGTERM)
+                    _signal.setitimer(_signal.ITIMER_REAL, max(self.grace, 0.001))
+            if self.killing:
+                self.kill()  # the ones started between two sweeps
+
+
+def _any_left() -> bool:
+    """Whether this process has a child still running, reaping those that ended."""
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG) == (0, 0):
+                return True
+        except ChildProcessError:
+            return False
+
+
+def _supervise(libc, daemon: int, grace: float, argv, env) -> None:
+    """Start the command under this gate, wait for its whole tree, exit as the command did."""
+    tree = _Tree(grace)
+    everything = _signal.valid_signals() - {_signal.SIGKILL, _signal.SIGSTOP}
+    # Blocked until the command's pid is known, so that a handler never misses it; the
+    # command gets an empty mask and the default action of what Python ignores (with
+    # SIGPIPE ignored, `yes | head -1` would report a broken pipe instead of ending).
+    _signal.pthread_sigmask(_signal.SIG_BLOCK, everything)
+    for signum in _PASSED_ON:
+        _signal.signal(signum, tree.pass_on)
+    _signal.signal(KILL, tree.kill)
+    _signal.signal(_signal.SIGALRM, tree.kill)  # what the command left outlived the grace
+    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    defaults = [getattr(_signal, n) for n in ("SIGPIPE", "SIGXFSZ") if hasattr(_signal, n)]
+    try:
+        tree.command = os.posix_spawnp(argv[0], argv, env, setpgroup=0, setsigmask=(), setsigdef=defaults)
+    except OSError as error:
+        program, reason = os.fsdecode(argv[0]), error.strerror
+        if isinstance(error, FileNotFoundError) and os.sep in program and os.path.exists(program):
+            reason = "the interpreter its #! line names (or its ELF loader) was not found"
+        os.write(2, f"rendezvous: cannot run {program!r}: {reason}\n".encode())
+        os._exit(127 if isinstance(error, FileNotFoundError) else 126)
+    _signal.pthread_sigmask(_signal.SIG_UNBLOCK, everything)
+    if os.getppid() != daemon:  # the daemon died before the parent-death signal could tell
+        tree.kill()
+    tree.reap()
+    _signal.setitimer(_signal.ITIMER_REAL, 0)
+    assert tree.status is not None  # reap() returns once the command is reaped
+    code = os.waitstatus_to_exitcode(tree.status)
+    if code < 0:  # die of the command's signal, as the command did, but dump no core
+        libc.prctl(_PR_SET_DUMPABLE, 0)
+        _signal.pthread_sigmask(_signal.SIG_BLOCK, everything)
+        if -code != _signal.SIGKILL:
+            _signal.signal(-code, _signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+        _signal.pthread_sigmask(_signal.SIG_UNBLOCK, {-code})
+        code = 128 - code  # a signal that does not kill (never a command's death)
+    os._exit(code)
 
 
 def run(ready: int, gate: int, daemon: int):
     """The gate, in its own process: never returns."""
     import ctypes  # a spare finds it imported already
 
-    # Die with the daemon, even killed with -9, instead of training on as an orphan that
-    # holds the TF port and the GPU. Kept across exec; the daemon's pid is checked after
-    # setting it, in case the daemon died in between.
+    # Hear of the daemon's death, even by kill -9, and take the command's tree along instead
+    # of leaving an orphan that holds the TF port and the GPU. Until the command starts the
+    # signal's default action ends the gate; the daemon's pid is checked after setting it,
+    # in case the daemon died in between.
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, _signal.SIGKILL)
-    libc.prctl(_PR_SET_NAME, b"rendezvous-gate")  # what ps -e and top call it until the exec
+    libc.prctl(_PR_SET_PDEATHSIG, KILL)
+    libc.prctl(_PR_SET_NAME, b"rendezvous-gate")  # what ps -e and top call it
     if os.getppid() != daemon:
         os._exit(ABORTED)
     os.close(ready)  # the daemon sees EOF: this gate is up and waiting
@@ -76,23 +213,11 @@ def run(ready: int, gate: int, daemon: int):
     message = decode(data)
     if message is None:
         os._exit(ABORTED)
-    start_at, argv, env = message
+    start_at, grace, argv, env = message
     delay = start_at - time.time()
     if delay > 0:
         time.sleep(delay)
-    # What Python ignores for itself, the command gets back as every program expects it:
-    # with SIGPIPE ignored, `yes | head -1` would report a broken pipe instead of ending.
-    for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ"):
-        if hasattr(_signal, name):
-            _signal.signal(getattr(_signal, name), _signal.SIG_DFL)
-    try:
-        os.execvpe(argv[0], argv, env)
-    except OSError as error:
-        program, reason = os.fsdecode(argv[0]), error.strerror
-        if isinstance(error, FileNotFoundError) and os.sep in program and os.path.exists(program):
-            reason = "the interpreter its #! line names (or its ELF loader) was not found"
-        os.write(2, f"rendezvous: cannot run {program!r}: {reason}\n".encode())
-        os._exit(127 if isinstance(error, FileNotFoundError) else 126)
+    _supervise(libc, daemon, grace, argv, env)
 
 
 def _close_all_but(*keep: int) -> None:

@@ -1,4 +1,4 @@
-"""Starting and stopping the command: its own process group, its environment, its exit code."""
+"""Starting and stopping the command: its whole process tree, its environment, its exit code."""
 
 from __future__ import annotations
 
@@ -17,6 +17,43 @@ from ..observe.notify import NOTIFY_VARIABLES
 from ..host.runtime import process_state
 
 log = logging.getLogger(__name__)
+
+# What a command that ended left running gets between SIGTERM and SIGKILL: as in an aborted
+# round, nothing is saved by waiting longer for it.
+LEFTOVER_GRACE = 3.0
+
+
+def command_of(gate_pid: int) -> Optional[int]:
+    """The command a gate started: the gate's oldest child that leads its own process
+    group (the others are orphans of the command's tree), or None."""
+    found = []
+    for pid in gate.descendants(gate_pid):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().rpartition(b")")[2].split()
+        except OSError:
+            continue
+        if int(fields[1]) == gate_pid and int(fields[2]) == pid:
+            found.append((int(fields[19]), pid))  # started (clock ticks since boot), pid
+    return min(found)[1] if found else None
+
+
+def kill_session(session: int) -> int:
+    """SIGKILL to every process of `session` (a gate's pid: its command's whole tree but what
+    left the session); how many there were. None is left when the gate ended as it should:
+    only a gate killed with SIGKILL itself leaves its tree behind, orphaned."""
+    killed = 0
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    if int(f.read().rpartition(b")")[2].split()[3]) != session:
+                        continue
+                os.kill(int(name), signal.SIGKILL)
+                killed += 1
+            except (OSError, IndexError, ValueError):  # gone meanwhile
+                pass
+    return killed
 
 
 def exit_code_of(returncode: int) -> int:
@@ -84,25 +121,35 @@ def check_command(command: Sequence[str]) -> str:
 
 
 class Launcher:
-    """Runs one command in a process group of its own, with output passed through.
+    """Runs one command in a process group of its own, with output passed through, and
+    stops and waits for its whole process tree.
 
     `prepare` has the command's process ready, as a gate that waits (rendezvous.launch.gate), when
     a round begins; `arm` gives it the round's environment once the membership is frozen;
-    `fire` lets it exec the command. `stop` handles a waiting and a running command alike.
+    `fire` lets it start the command, which it then supervises. `stop` handles a waiting and a
+    running command alike. The launcher signals only the gate: the gate passes signals on to
+    every process of the command's tree, and ends once none is left.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, leftover_grace: float = LEFTOVER_GRACE) -> None:
+        self.leftover_grace = leftover_grace
         self._process: Optional[Union[asyncio.subprocess.Process, _Forked]] = None
         self._up: Optional[asyncio.Future] = None  # done once the gate waits
         self._gate: Optional[int] = None
         self._command: tuple[str, ...] = ()
         self._env: dict[str, str] = {}  # the command's: this daemon's at `prepare`, the round's from `arm`
+        self._command_pid: Optional[int] = None
         self.started_at: Optional[float] = None  # time.monotonic() when the command started
         self.finished_at: Optional[float] = None
 
     @property
     def pid(self) -> Optional[int]:
-        return self._process.pid if self._process and self.started_at is not None else None
+        """The command's pid once it was started (its gate's while the gate has not started it)."""
+        if self._process is None or self.started_at is None:
+            return None
+        if self._command_pid is None and self._process.returncode is None:
+            self._command_pid = command_of(self._process.pid)
+        return self._command_pid or self._process.pid
 
     def uptime(self, now: float) -> Optional[float]:
         """Seconds the command has run by `now` (time.monotonic()), or ran until it ended."""
@@ -156,7 +203,7 @@ class Launcher:
     def fire(self, start_at: float) -> None:
         """Let the armed command start at `start_at` (seconds since the epoch)."""
         assert self._process is not None and self._gate is not None, "fire() before arm()"
-        data = memoryview(gate.encode(start_at, self._command, self._env))
+        data = memoryview(gate.encode(start_at, self._command, self._env, self.leftover_grace))
         try:
             while data:  # the gate reads until the pipe is closed: a long environment fits too
                 data = data[os.write(self._gate, data):]
@@ -173,14 +220,16 @@ class Launcher:
 
     async def wait(self) -> int:
         assert self._process is not None
-        code = exit_code_of(await self._process.wait())
+        code = exit_code_of(await self._process.wait())  # the gate's: the whole tree has ended
         if self.finished_at is None:
             self.finished_at = time.monotonic()
-        self._signal_group(signal.SIGTERM)  # leftovers of the command's own children
+            if self.started_at is not None and kill_session(self._process.pid):
+                log.warning("the command's supervisor was killed: SIGKILL to what it left of the command")
         return code
 
     async def stop(self, grace: float) -> int:
-        """SIGTERM to the whole group, SIGKILL after `grace` seconds; returns the exit code."""
+        """SIGTERM to the command's whole tree, SIGKILL after `grace` seconds; returns the
+        exit code once no process of the tree is left."""
         if self._process is None:
             return 0
         if self.started_at is None:
@@ -191,8 +240,7 @@ class Launcher:
             return code
         if self._process.returncode is None:
             log.info("stopping the command (SIGTERM, SIGKILL after %gs)", grace)
-            self._signal_group(signal.SIGTERM)
-            self._signal_group(signal.SIGCONT)  # a stopped command must run to handle it
+            self._signal_gate(signal.SIGTERM)  # passed on with a SIGCONT: a stopped command must run to handle it
             try:
                 await asyncio.wait_for(asyncio.shield(self._process.wait()), grace)
             except asyncio.TimeoutError:
@@ -205,17 +253,19 @@ class Launcher:
         `since` if it still is, `now` if it just became so, None if it runs."""
         if self._process is None or self.started_at is None or self._process.returncode is not None:
             return None
-        if process_state(self._process.pid) not in (b"T", b"t"):
+        pid = self.pid
+        if pid is None or process_state(pid) not in (b"T", b"t"):
             return None
         return now if since is None else since
 
     def kill(self) -> None:
-        self._signal_group(signal.SIGKILL)
+        """SIGKILL to the command's whole tree (a gate that has not started it just ends)."""
+        self._signal_gate(gate.KILL)
 
-    def _signal_group(self, signum: int) -> None:
-        if self._process is None:
+    def _signal_gate(self, signum: int) -> None:
+        if self._process is None or self._process.returncode is not None:
             return
         try:
-            os.killpg(self._process.pid, signum)
+            os.kill(self._process.pid, signum)
         except (ProcessLookupError, PermissionError):
             pass

@@ -2,7 +2,8 @@
 it to a launcher: spare_gate.py ACTION ENV_JSON COMMAND...
 
 Prints one JSON line {"spare": pid, "again": what a second take got} as soon as the gate
-waits, then: `fire` starts the command now and prints {"code": its exit code} when it ends;
+waits, then: `fire` starts the command now, prints {"command": its pid} once it runs (null if it ended first) and
+{"code": its exit code} when it ends;
 `stop` disarms the gate and prints {"code": ...}; `hold` waits forever (to be killed)."""
 
 import json
@@ -25,7 +26,11 @@ async def main(action: str, env: dict, command: list) -> None:
           flush=True)
     if action == "fire":
         launcher.fire(time.time())
-        print(json.dumps({"code": await launcher.wait()}), flush=True)
+        ended = asyncio.ensure_future(launcher.wait())
+        while launcher.pid == launcher._process.pid and not ended.done():  # until the gate started it
+            await asyncio.sleep(0.01)
+        print(json.dumps({"command": None if ended.done() else launcher.pid}), flush=True)
+        print(json.dumps({"code": await ended}), flush=True)
     elif action == "stop":
         print(json.dumps({"code": await launcher.stop(grace=1)}), flush=True)
     else:

@@ -140,11 +140,15 @@ def scrape(host, address):
 
 
 def command_pid(peer) -> int:
-    """The command the daemon started: its only child once running."""
+    """The command the daemon started: the only child of its supervisor (the daemon's
+    only child) once running."""
     deadline = time.monotonic() + 10
     while True:
+        found = []
         with open(f"/proc/{peer.proc.pid}/task/{peer.proc.pid}/children") as f:
-            found = [int(c) for c in f.read().split()]
+            for gate in f.read().split():
+                with open(f"/proc/{gate}/task/{gate}/children") as g:
+                    found += [int(c) for c in g.read().split()]
         if len(found) == 1:
             return found[0]
         assert time.monotonic() < deadline, found

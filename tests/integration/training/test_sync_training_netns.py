@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from peers import start_peer
-from test_training_rendezvous import children, results, wait_for_epoch
+from test_training_rendezvous import commands, results, wait_for_epoch
 
 pytestmark = [pytest.mark.netns, pytest.mark.training]
 
@@ -35,7 +35,7 @@ def test_a_trainer_killed_in_epoch_3_resumes_everywhere_from_the_chiefs_backup(m
         ]
         peers.append(start_peer(argv, tmp_path, host.name, popen=host.popen))
     wait_for_epoch(peers, "epoch 2/4")
-    (trainer,) = children(peers[victim].proc.pid)  # host 0 has the lowest address: the chief
+    (trainer,) = commands(peers[victim].proc.pid)  # host 0 has the lowest address: the chief
     os.kill(trainer, signal.SIGKILL)
     for peer in peers:
         assert peer.wait(timeout=400) == 0, peer.log

@@ -100,6 +100,11 @@ def children(pid: int) -> list[int]:
     return found
 
 
+def commands(daemon: int) -> list[int]:
+    """The commands a daemon runs: each under its supervisor, the daemon's child."""
+    return [command for gate in children(daemon) for command in children(gate)]
+
+
 def test_a_killed_trainer_restarts_the_round_and_training_resumes_from_its_backup(tmp_path):
     """kill -9 of one trainer in epoch 3: every node stops its trainer, a new round forms by
     itself, and training goes on from the last saved epoch to identical weights. The
@@ -110,7 +115,7 @@ def test_a_killed_trainer_restarts_the_round_and_training_resumes_from_its_backu
     options = ["--epochs", "4", "--backup-dir", str(tmp_path / "backup")]
     peers = train(tmp_path, addresses, options)
     wait_for_epoch(peers, "epoch 2/4")
-    (trainer,) = children(peers[1].proc.pid)
+    (trainer,) = commands(peers[1].proc.pid)
     os.kill(trainer, signal.SIGKILL)
     for peer in peers:
         assert peer.wait(timeout=400) == 0, peer.log

@@ -115,7 +115,7 @@ def test_defaults():
     assert (c.port, c.tf_port) == (None, 0)  # port: 29630, or a free one if taken
     assert c.peers == () and c.discovery is None
     assert c.timeout is None
-    assert c.stop_grace == 10.0
+    assert (c.stop_grace, c.abort_grace) == (10.0, 3.0)
     assert c.timings == Timings()
 
 
@@ -163,6 +163,8 @@ def test_a_fully_specified_valid_config():
         ({"stop_grace": -0.5}, ["--stop-grace", "-0.5"]),
         ({"stop_grace": math.inf}, ["--stop-grace", "inf"]),
         ({"stop_grace": math.nan}, ["--stop-grace", "nan"]),
+        ({"abort_grace": -1}, ["--abort-grace", "-1"]),
+        ({"abort_grace": math.inf}, ["--abort-grace", "inf"]),
         ({"timings": {"keepalive": 1}}, ["--timings", "{'keepalive': 1}"]),
     ],
 )

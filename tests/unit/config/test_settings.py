@@ -57,7 +57,7 @@ def test_names_of_every_option():
         "expect", "job", "command", "address", "interface", "port", "tf_port", "timeout",
         "stop_grace", "verbose", "quiet", "log_format", "timings", "max_restarts", "no_restart_on",
         "liveness_timeout", "same_file", "allow_mismatch", "python", "settle", "metrics_port",
-        "sync_dir", "sync_max_bytes", "token_file", "peers", "discovery",
+        "sync_dir", "sync_max_bytes", "token_file", "peers", "discovery", "abort_grace",
     }
 
 
@@ -76,6 +76,7 @@ LAYERS = {
     "metrics_port": ("metrics-port = 9464", "9465", 9466, 9464, 9465),
     "timeout": ("timeout = 600", "30.5", 7.0, 600.0, 30.5),
     "stop_grace": ("stop-grace = 20", "5", 1.0, 20.0, 5.0),
+    "abort_grace": ("abort-grace = 0.5", "1.5", 2.0, 0.5, 1.5),
     "verbose": ("verbose = 1", "2", 0, 1, 2),
     "quiet": ("quiet = true", "no", True, True, False),
     "log_format": ('log-format = "json"', "plain", "auto", "json", "plain"),

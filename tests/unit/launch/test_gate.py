@@ -25,15 +25,15 @@ SIGPIPE_BIT = 1 << (signal.SIGPIPE - 1)
 
 def test_a_message_decodes_to_what_was_encoded():
     env = {"TF_CONFIG": '{"a": [1]}', "EQUALS": "a=b=c", "EMPTY": "", "WIDE": "caf\u00e9\n"}
-    start_at, argv, decoded = gate.decode(gate.encode(1234.5, ["python", "-c", "", "x y"], env))
-    assert start_at == 1234.5
+    start_at, grace, argv, decoded = gate.decode(gate.encode(1234.5, ["python", "-c", "", "x y"], env, 2.5))
+    assert (start_at, grace) == (1234.5, 2.5)
     assert argv == [b"python", b"-c", b"", b"x y"]
     assert decoded == {k.encode(): v.encode() for k, v in env.items()}
 
 
 @pytest.mark.parametrize("data", [
     b"",  # the pipe closed without a start: an aborted round
-    b"\x00" * 11,  # shorter than the header
+    b"\x00" * 19,  # shorter than the header
     gate.encode(1.0, ["true"], {})[:-1],  # the last item not ended
     gate.encode(1.0, ["true"], {}).replace(b"\x00\x00\x00\x01", b"\x00\x00\x00\x00"),  # no command
     gate.encode(1.0, ["true"], {}).replace(b"\x00\x00\x00\x01", b"\x00\x00\x00\x02"),  # more than sent
@@ -54,6 +54,12 @@ def _line(proc: subprocess.Popen) -> dict:
     return json.loads(line)
 
 
+def _code(proc: subprocess.Popen) -> dict:
+    """The exit code line, after the line with the command's pid (`fire`)."""
+    line = _line(proc)
+    return _line(proc) if "command" in line else line
+
+
 def test_the_first_launch_runs_in_the_spare_with_the_rounds_environment(tmp_path):
     out = tmp_path / "seen"
     script = f'{{ echo "$ROUND|$INHERITED|${{NOTIFY_SOCKET-unset}}|$$"; grep SigIgn /proc/self/status; }} > {out}; exit 4'
@@ -61,10 +67,12 @@ def test_the_first_launch_runs_in_the_spare_with_the_rounds_environment(tmp_path
     started = _line(proc)
     assert started["spare"] is not None and started["gate"] == started["spare"]
     assert started["again"] is False  # the spare is taken once: later rounds spawn theirs
-    assert _line(proc) == {"code": 4}
+    assert _code(proc) == {"code": 4}
     assert proc.wait(10) == 0
     first, ignored = out.read_text().splitlines()
-    assert first == f"3|yes|unset|{started['spare']}"  # the spare became the command
+    round_, inherited, notify, pid = first.split("|")
+    assert (round_, inherited, notify) == ("3", "yes", "unset")
+    assert int(pid) != started["spare"]  # a child of the spare, which supervises it
     assert int(ignored.split()[1], 16) & SIGPIPE_BIT == 0
 
 
@@ -76,7 +84,7 @@ def test_no_descriptor_the_daemon_inherited_reaches_the_command(tmp_path):
     finally:
         os.close(write)
     assert _line(proc)["spare"] is not None
-    assert _line(proc) == {"code": 0}
+    assert _code(proc) == {"code": 0}
     proc.wait(10)
     assert write not in {int(fd) for fd in out.read_text().split()}
     assert os.read(read, 1) == b""  # no process holds the write end any more
@@ -95,20 +103,21 @@ def test_a_spare_disarmed_before_the_start_runs_nothing(tmp_path):
 def test_a_command_killed_by_a_signal_reports_it_shell_style():
     proc = _helper("fire", ["sh", "-c", "kill -TERM $$"])
     assert _line(proc)["spare"] is not None
-    assert _line(proc) == {"code": 128 + signal.SIGTERM}
+    assert _code(proc) == {"code": 128 + signal.SIGTERM}
     proc.wait(10)
 
 
 @pytest.mark.parametrize("action", ["hold", "fire"])
 def test_the_spare_and_its_command_die_with_a_daemon_killed_with_sigkill(action):
-    # hold: the spare waits for its start; fire: it has become a command that would run for a minute
+    # hold: the spare waits for its start; fire: it supervises a command that would run for a minute
     proc = _helper(action, ["sleep", "60"])
     spare = _line(proc)["spare"]
-    time.sleep(0.2)
-    assert alive(spare)
+    pids = [spare] if action == "hold" else [spare, _line(proc)["command"]]
+    assert all(alive(pid) for pid in pids)
     proc.kill()
     proc.wait(10)
-    assert wait_gone(spare, timeout=5), f"the {'waiting spare' if action == 'hold' else 'command'} outlived its daemon"
+    for pid in pids:
+        assert wait_gone(pid, timeout=5), f"{'the waiting spare' if pid == spare else 'the command'} outlived its daemon"
 
 
 def test_a_spawned_gate_also_gives_the_command_sigpipe_back(tmp_path):
@@ -132,5 +141,6 @@ def test_join_with_a_command_forks_the_spare_and_launches_in_it(tmp_path):
         capture_output=True, text=True, timeout=60,
         env=dict(os.environ, RENDEZVOUS_RUNTIME_DIR=str(tmp_path / "run")))
     assert done.returncode == 0, done.stderr
-    pid = out.read_text().strip()
-    assert f"the command's gate: the spare forked at this process's start (pid {pid})" in done.stderr
+    pid = int(out.read_text().strip())
+    spare = int(done.stderr.split("the command's gate: the spare forked at this process's start (pid ")[1].split(")")[0])
+    assert pid != spare  # the command ran under the spare, in a process group of its own

@@ -7,6 +7,7 @@ import json
 import signal
 import socket
 import sys
+import threading
 import time
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from peers import wait_gone
 from rendezvous.errors import AddressError, LaunchError
 from rendezvous.launch.launcher import Launcher, check_command, exit_code_of
-from rendezvous.host.ports import PortReservation
+from rendezvous.host.ports import PortReservation, reserve_again
 
 STAMP = [sys.executable, "-c", "import sys, time; open(sys.argv[1], 'w').write(repr(time.time()))"]
 
@@ -103,12 +104,10 @@ def test_a_gate_prepared_at_the_round_start_waits_and_gets_the_rounds_variables_
         launcher = Launcher()
         await launcher.prepare(dump)
         monkeypatch.setenv("INHERITED", "changed after the gate started")
-        pid = launcher._process.pid
         await asyncio.sleep(0.3)
         assert launcher._process.returncode is None and launcher.pid is None  # waiting, not started
         await launcher.arm(dump, round_env)
         launcher.fire(time.time())
-        assert launcher.pid == pid  # the gate became the command: no new process
         return await launcher.wait()
 
     assert run(scenario()) == 0
@@ -222,3 +221,21 @@ def test_a_script_whose_interpreter_is_missing_exits_127_naming_the_interpreter(
     err = capfd.readouterr().err
     assert f"rendezvous: cannot run {str(script)!r}: the interpreter its #! line names" in err
     assert "Traceback" not in err and "gate failed" not in err
+
+
+def test_the_next_rounds_port_is_waited_for_while_it_is_still_busy():
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("0.0.0.0", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    with pytest.raises(AddressError, match=str(port)):
+        reserve_again(port, wait=0.1)  # still listening when the wait is over
+    closing = threading.Timer(0.2, listener.close)  # the last round's command, slow to let go
+    closing.start()
+    try:
+        reservation = reserve_again(port, wait=60)
+    finally:
+        closing.join()
+    assert reservation.port == port
+    reservation.release()

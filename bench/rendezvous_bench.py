@@ -36,8 +36,8 @@ from rendezvous.launch.launcher import Launcher  # noqa: E402
 
 # Started by the daemon: the time it ran, then the daemon's (its parent's) peak RSS in kB.
 RECORD = (
-    'echo $EPOCHREALTIME > "$0/$RENDEZVOUS_NODE_ID.tmp" && '
-    "grep VmHWM /proc/$PPID/status | tr -s ' ' | cut -d' ' -f2 >> \"$0/$RENDEZVOUS_NODE_ID.tmp\" && "
+    'echo $EPOCHREALTIME > "$0/$RENDEZVOUS_NODE_ID.tmp" && a=$(cut -d" " -f4 /proc/$PPID/stat) && '
+    "grep VmHWM /proc/$a/status | tr -s ' ' | cut -d' ' -f2 >> \"$0/$RENDEZVOUS_NODE_ID.tmp\" && "
     'mv "$0/$RENDEZVOUS_NODE_ID.tmp" "$0/$RENDEZVOUS_NODE_ID"'
 )
 

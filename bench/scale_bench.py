@@ -3,7 +3,7 @@
 For each N and each discovery it starts N `rendezvous join` processes, one per namespace on
 one bridge (needs root): N-1 first, and once they have all seen each other the last one. Each
 runs a tiny shell command that records the wall-clock time it started and what its daemon
-(its parent) had spent until then: CPU seconds (utime+stime from /proc/PPID/stat) and peak
+(its supervisor's parent) had spent until then: CPU seconds (utime+stime from /proc of the daemon) and peak
 RSS (VmHWM). Reported: last launch -> every command started (wall clock), and per daemon,
 CPU and peak RSS from start to release, median and max over all daemons of all runs.
 
@@ -32,9 +32,9 @@ from netns import Network, stop_on_sigterm  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # Started by the daemon: the time it ran, its daemon's utime and stime (ticks), peak RSS (kB).
-RECORD = (
-    'echo $EPOCHREALTIME $(cut -d" " -f14,15 /proc/$PPID/stat) '
-    "$(grep VmHWM /proc/$PPID/status | tr -s ' ' | cut -d' ' -f2) > \"$0/$RENDEZVOUS_NODE_ID.tmp\" && "
+RECORD = (  # the daemon is the parent of the command's supervisor (rendezvous-gate)
+    'a=$(cut -d" " -f4 /proc/$PPID/stat); echo $EPOCHREALTIME $(cut -d" " -f14,15 /proc/$a/stat) '
+    "$(grep VmHWM /proc/$a/status | tr -s ' ' | cut -d' ' -f2) > \"$0/$RENDEZVOUS_NODE_ID.tmp\" && "
     'mv "$0/$RENDEZVOUS_NODE_ID.tmp" "$0/$RENDEZVOUS_NODE_ID"'
 )
 

@@ -29,7 +29,10 @@ TICKS = os.sysconf("SC_CLK_TCK")
 # What the trainer is started through, in both ways: the moment it starts, then the trainer.
 TRAINER_STARTED = 'date +%s.%N > "$0" && exec "$@"'
 
-RECORD = 'date +%s.%N > "$0.start"; cat /proc/$PPID/stat > "$0.stat"; cat /proc/$PPID/status > "$0.status"'
+# The agent is the command's parent, or, under rendezvous, its supervisor's parent.
+RECORD = ('date +%s.%N > "$0.start"; a=$PPID; '
+          '[ "$(cat /proc/$a/comm)" = rendezvous-gate ] && a=$(cut -d" " -f4 /proc/$a/stat); '
+          'cat /proc/$a/stat > "$0.stat"; cat /proc/$a/status > "$0.status"')
 
 
 def settled_marker(tool: str, n: int) -> str:

@@ -204,7 +204,7 @@ def daemon(d: Mapping) -> str:
         text.append(
             "\nCPU per daemon from start to release, N daemons in N namespaces launched at once: "
             "utime+stime of each daemon when it said READY=1 and when its command started (read by "
-            "the command from /proc/$PPID/stat); median (min-max) over all daemons of all runs.\n")
+            "the command from /proc of its supervisor's parent); median (min-max) over all daemons of all runs.\n")
         text.append(table(
             ["N", "runs", "CPU at ready", "CPU at release", "last launch -> all started"],
             [[str(r["n"]), str(len(r["runs"])), seconds(r.get("agent_cpu_ready")), seconds(r.get("agent_cpu")),

@@ -13,6 +13,10 @@ from typing import Callable, Optional, Sequence
 
 RECORDER = Path(__file__).with_name("record_start.py")
 
+# Small timings for the fault tests: every fault is noticed within a second or two.
+FAST = ["--liveness-timeout", "1.5", "--timings", "keepalive=1,suspect-after=1,end-grace=0.5,conflict-linger=0.2",
+        "--stop-grace", "2"]
+
 # Every join in a test ends on its own: no test can hang on a rendezvous.
 DEFAULT_TIMEOUT = 40
 

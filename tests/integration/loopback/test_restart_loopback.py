@@ -14,14 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from peers import alive, join_argv, start_peer
+from peers import FAST, alive, join_argv, start_peer
 from peers import wait_gone as wait_until_gone
 from paths import SUPPORT
 
 COMMAND = (SUPPORT / "fault_command.py")
-# Small timings: every fault is noticed within a second or two.
-FAST = ["--liveness-timeout", "1.5", "--timings", "keepalive=1,suspect-after=1,end-grace=0.5,conflict-linger=0.2",
-        "--stop-grace", "2"]
 ADDRESSES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
 
 

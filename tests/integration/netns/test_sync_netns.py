@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from peers import join_argv, start_peer
-from test_restart_loopback import FAST
+from peers import FAST, join_argv, start_peer
 from paths import SUPPORT
 
 pytestmark = pytest.mark.netns

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+from patience import HANG
+
 RECORDER = Path(__file__).with_name("record_start.py")
 
 # Small timings for the fault tests: every fault is noticed within a second or two.
@@ -31,7 +33,7 @@ def alive(pid: int) -> bool:
         return False
 
 
-def wait_gone(pid: int, timeout: float = 10) -> bool:
+def wait_gone(pid: int, timeout: float = HANG) -> bool:
     """Wait up to ``timeout`` seconds for ``pid`` to stop running; whether it did."""
     deadline = time.monotonic() + timeout
     while alive(pid):
@@ -72,7 +74,7 @@ class Peer:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def wait(self, timeout: float = DEFAULT_TIMEOUT + 20) -> int:
+    def wait(self, timeout: float = HANG) -> int:
         try:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -81,7 +83,7 @@ class Peer:
             raise AssertionError(f"peer {self.name} did not exit within {timeout}s:\n{self.log}")
 
 
-def run_join(*options: str, job: Optional[str] = None, timeout: float = 30,
+def run_join(*options: str, job: Optional[str] = None, timeout: float = HANG,
              output: Optional[int] = None) -> subprocess.CompletedProcess:
     """One `rendezvous join` on 127.0.0.2 (job random unless given), run to its end with no
     RENDEZVOUS_* variables of the caller; its output captured as text, or with `output`
@@ -115,7 +117,7 @@ def records(out_dir: Path) -> list[dict]:
     return sorted(found, key=lambda r: int(r["env"]["RENDEZVOUS_RANK"]))
 
 
-def wait_for_records(out_dir: Path, count: int, timeout: float = 30) -> list[dict]:
+def wait_for_records(out_dir: Path, count: int, timeout: float = HANG) -> list[dict]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = list(out_dir.glob("*.json"))
@@ -150,7 +152,7 @@ def job_status(host, job: str, *args: str, check: bool = True):
     failure when not `check`."""
     result = host.run(
         [sys.executable, "-m", "rendezvous", "status", "--job", job, "--timeout", "5", *args],
-        capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=HANG, stdin=subprocess.DEVNULL,
     )
     if result.returncode != 0 and not check:
         return None
@@ -158,7 +160,7 @@ def job_status(host, job: str, *args: str, check: bool = True):
     return json.loads(result.stdout) if "--json" in args else result.stdout
 
 
-def wait_for_job(host, job, ready, timeout=30):
+def wait_for_job(host, job, ready, timeout=HANG):
     """`status --job --json` until `ready(status)` holds (nobody answering: not yet); that status."""
     deadline = time.monotonic() + timeout
     while True:

@@ -11,10 +11,12 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
+from patience import HANG
 from peers import job_status, join_argv, start_peer, wait_for_job
 
 pytestmark = pytest.mark.netns
@@ -70,7 +72,7 @@ def stop(peers):
         if peer.proc.poll() is None:
             peer.proc.send_signal(signal.SIGTERM)
     for peer in peers:
-        peer.wait(timeout=30)
+        peer.wait(timeout=HANG)
 
 
 def epochs(status):
@@ -97,8 +99,8 @@ def test_the_whole_job_from_a_host_outside_it(make_network, tmp_path):
         assert members[2]["progress"] is None and members[2]["command_uptime_seconds"] > 0
         assert members[1]["progress"]["loss"] == 0.5 and members[1]["progress"]["images_per_s"] == 2310
 
-        time.sleep(1.5)
-        second = job_status(outsider, job, "--json")
+        second = wait_for_job(outsider, job, lambda s: all(
+            (now or 0) > before for now, before in zip(epochs(s)[:2], epochs(first)[:2])))
         assert epochs(second)[0] > epochs(first)[0] and epochs(second)[1] > epochs(first)[1]
         # junk, a huge (cut) line and a bad value: one warning, the good lines still count
         assert peers[1].log.count("such lines are ignored") == 1, peers[1].log
@@ -108,10 +110,21 @@ def test_the_whole_job_from_a_host_outside_it(make_network, tmp_path):
             [sys.executable, "-m", "rendezvous", "status", "--job", job, "--json", "--watch"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
-        time.sleep(3.5)
-        watch.send_signal(signal.SIGINT)
-        out, err = watch.communicate(timeout=10)
-        seen = [json.loads(line) for line in out.splitlines()]  # not a terminal: one line each second
+        # Not a terminal: one line per view. Two views, the later one further on, before the
+        # Ctrl-C; a watch that prints nothing is killed after HANG and fails below.
+        guard = threading.Timer(HANG, watch.kill)
+        guard.start()
+        seen = []
+        try:
+            for line in watch.stdout:
+                seen.append(json.loads(line))
+                if len(seen) >= 2 and epochs(seen[-1])[0] > epochs(seen[0])[0]:
+                    break
+            watch.send_signal(signal.SIGINT)
+            out, err = watch.communicate(timeout=HANG)
+        finally:
+            guard.cancel()
+        seen += [json.loads(line) for line in out.splitlines()]
         assert len(seen) >= 2 and watch.returncode == 130, err
         assert epochs(seen[-1])[0] > epochs(seen[0])[0]
 
@@ -130,8 +143,8 @@ def test_the_whole_job_from_a_host_outside_it(make_network, tmp_path):
 
 
 def scrape(host, address):
-    code = f"import urllib.request; print(urllib.request.urlopen('http://{address}:{METRICS_PORT}/metrics', timeout=5).read().decode())"
-    result = host.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    code = f"import urllib.request; print(urllib.request.urlopen('http://{address}:{METRICS_PORT}/metrics', timeout={HANG}).read().decode())"
+    result = host.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG)
     assert result.returncode == 0, result.stderr
     return {
         line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
@@ -141,7 +154,7 @@ def scrape(host, address):
 
 def command_pid(peer) -> int:
     """The command the daemon started: its only child once running."""
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + HANG
     while True:
         with open(f"/proc/{peer.proc.pid}/task/{peer.proc.pid}/children") as f:
             found = [int(c) for c in f.read().split()]
@@ -158,7 +171,7 @@ def test_metrics_over_http_and_a_straggler(make_network, tmp_path):
     peers = start(net.hosts[:1], argv, tmp_path)
     try:
         address = net.hosts[0].address
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + HANG
         while True:
             try:
                 waiting = scrape(outsider, address)
@@ -176,7 +189,7 @@ def test_metrics_over_http_and_a_straggler(make_network, tmp_path):
         assert f"rendezvous_command_uptime_seconds{{{labels}}}" not in waiting
 
         peers += start(net.hosts[1:3], argv, tmp_path)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + HANG
         while True:
             running = scrape(outsider, address)
             if running.get(f"rendezvous_training_step{{{labels}}}", 0) > 5:
@@ -192,7 +205,7 @@ def test_metrics_over_http_and_a_straggler(make_network, tmp_path):
         # Bursts of SIGSTOP (shorter than --liveness-timeout) hold rank 2 back.
         slow = command_pid(peers[2])
         marked = None
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + HANG
         while marked is None and time.monotonic() < deadline:
             os.killpg(slow, signal.SIGSTOP)
             time.sleep(1.0)

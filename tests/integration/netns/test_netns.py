@@ -18,7 +18,7 @@ import pytest
 
 import netns
 from netns import Network, NetnsError, cleanup_stale, list_namespaces
-from paths import REPO
+from paths import REPO, SUPPORT
 
 PY = sys.executable
 
@@ -369,7 +369,7 @@ def test_a_run_stopped_by_a_signal_removes_its_namespaces(signum):
             sys.exit(130)
         """
     )
-    proc = subprocess.Popen([PY, "-c", script, str(REPO / "tests")], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([PY, "-c", script, str(SUPPORT)], stdout=subprocess.PIPE, text=True)
     try:
         names = json.loads(proc.stdout.readline())
         assert set(names) <= set(list_namespaces())

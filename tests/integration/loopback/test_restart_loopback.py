@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from patience import HANG
 from peers import FAST, alive, join_argv, start_peer
 from peers import wait_gone as wait_until_gone
 from paths import SUPPORT
@@ -39,7 +40,7 @@ def starts(tmp_path: Path, round_: int) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted((tmp_path / "out").glob(f"*-{round_}.json"))]
 
 
-def wait_for_starts(tmp_path: Path, round_: int, count: int, timeout: float = 30) -> list[dict]:
+def wait_for_starts(tmp_path: Path, round_: int, count: int, timeout: float = HANG) -> list[dict]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = starts(tmp_path, round_)
@@ -228,7 +229,7 @@ def test_with_no_restart_left_a_newcomer_is_refused_and_the_job_runs_on(tmp_path
 # -- suspicion before the freeze ------------------------------------------------------------
 
 
-def wait_for_log(peer, text: str, timeout: float = 15) -> None:
+def wait_for_log(peer, text: str, timeout: float = HANG) -> None:
     deadline = time.monotonic() + timeout
     while text not in peer.log:
         assert time.monotonic() < deadline and peer.proc.poll() is None, peer.log

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from patience import HANG
 from peers import assert_consistent, join_argv, records, start_peer
 
 pytestmark = pytest.mark.netns
@@ -46,7 +47,7 @@ def test_dual_stack_hosts_switch_to_ipv6_for_a_job_with_an_ipv6_only_host(make_n
     assert all(w.startswith("[fd00:214::") for w in recs[0]["tf_config"]["cluster"]["worker"])
 
 
-def wait_for_log(peer, text, timeout=20.0):
+def wait_for_log(peer, text, timeout=HANG):
     deadline = time.monotonic() + timeout
     while text not in peer.log:
         assert time.monotonic() < deadline and peer.proc.poll() is None, f"no {text!r} in:\n{peer.log}"

@@ -14,6 +14,8 @@ from typing import Callable, Optional, Sequence
 from patience import HANG
 
 RECORDER = Path(__file__).with_name("record_start.py")
+# The fault tests' command: records each start as OUT/<node>-<round>.json (fault_command.py)
+FAULT_COMMAND = Path(__file__).with_name("fault_command.py")
 
 # Small timings for the fault tests: every fault is noticed within a second or two.
 FAST = ["--liveness-timeout", "1.5", "--timings", "keepalive=1,suspect-after=1,end-grace=0.5,conflict-linger=0.2",
@@ -169,3 +171,18 @@ def wait_for_job(host, job, ready, timeout=HANG):
             return status
         assert time.monotonic() < deadline, status
         time.sleep(0.3)
+
+
+def starts(tmp_path: Path, round_: int) -> list[dict]:
+    """What the fault command recorded of each start in round `round_` (tmp_path/out)."""
+    return [json.loads(p.read_text()) for p in sorted((tmp_path / "out").glob(f"*-{round_}.json"))]
+
+
+def wait_for_starts(tmp_path: Path, round_: int, count: int, timeout: float = HANG) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = starts(tmp_path, round_)
+        if len(found) >= count:
+            return sorted(found, key=lambda r: r["rank"])
+        time.sleep(0.05)
+    raise AssertionError(f"round {round_}: {len(starts(tmp_path, round_))} of {count} commands started")

@@ -105,7 +105,7 @@ def test_a_host_whose_link_goes_down_fails_the_round_and_rejoins_when_it_is_back
     """A cut cable: no FIN, no RST, silence both ways. The others stop their commands after
     the liveness timeout; the cut host, back on the network, finds it heard nothing either,
     stops its own and joins the next round; the job then completes."""
-    from test_restart_loopback import COMMAND, FAST, wait_for_starts
+    from peers import FAST, FAULT_COMMAND as COMMAND, wait_for_starts
 
     net = make_network(3)
     job = f"n-{secrets.token_hex(4)}"

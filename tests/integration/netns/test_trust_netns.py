@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from patience import HANG
+from patience import HANG, wait_until
 from peers import assert_consistent, join_argv, records, start_peer
 from paths import SUPPORT
 
@@ -98,11 +98,11 @@ def test_a_stolen_identity_or_a_replayed_exchange_from_another_host_is_refused(m
     secret = secrets.token_hex(32)
     options = ["--token-file", token_file(tmp_path, "token", secret)] if with_token else []
     first, second, attacker = net.hosts
-    peers = [start_peer(join_argv(2, job, out, options=options), tmp_path, "first", popen=first.popen)]
-    deadline = time.monotonic() + HANG
-    while not (tmp_path / "run").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(1)
+    peers = [start_peer(join_argv(2, job, out, options=[*options, "-v"]), tmp_path, "first", popen=first.popen)]
+    # registered for `status`, and joined to itself: a clone of it is then one too many
+    joined = f"coordinating job {job!r}: 1/2 peers joined"
+    wait_until(lambda: joined in peers[0].log or peers[0].proc.poll() is not None, lambda: peers[0].log)
+    assert peers[0].proc.poll() is None, peers[0].log
     status = own_status(first, tmp_path / "run")
     assert secret not in json.dumps(status)
     victim = status["node"]

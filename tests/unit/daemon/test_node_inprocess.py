@@ -17,6 +17,8 @@ from typing import Optional
 
 import pytest
 
+from patience import HANG
+
 from rendezvous.config.options import JoinConfig, Timings
 from rendezvous.coordinator import JoinSession
 from rendezvous.core.advert import Advert, Phase
@@ -120,7 +122,7 @@ def ran(tmp_path: Path, host: int) -> Optional[dict]:
 
 
 async def run_nodes(*nodes: Node) -> list:
-    return await asyncio.wait_for(asyncio.gather(*(n.run() for n in nodes), return_exceptions=True), 30)
+    return await asyncio.wait_for(asyncio.gather(*(n.run() for n in nodes), return_exceptions=True), HANG)
 
 
 def test_two_nodes_in_one_process_run_their_commands_with_one_list(tmp_path):
@@ -190,7 +192,7 @@ def test_a_release_runs_the_command_and_reports_its_exit_code(tmp_path):
         while not sessions or ("finished", 0) not in [s[:2] for s in sessions[0].sent if isinstance(s, tuple)]:
             await asyncio.sleep(0.02)
         sessions[0].events.put_nowait(Completed())
-        return await asyncio.wait_for(task, 10)
+        return await asyncio.wait_for(task, HANG)
 
     assert asyncio.run(complete_after_the_report()) == 0
     assert ran(tmp_path, 27)["RENDEZVOUS_WORLD_SIZE"] == "1"

@@ -108,7 +108,7 @@ def test_the_spare_and_its_command_die_with_a_daemon_killed_with_sigkill(action)
     assert alive(spare)
     proc.kill()
     proc.wait(10)
-    assert wait_gone(spare, timeout=5), f"the {'waiting spare' if action == 'hold' else 'command'} outlived its daemon"
+    assert wait_gone(spare), f"the {'waiting spare' if action == 'hold' else 'command'} outlived its daemon"
 
 
 def test_a_spawned_gate_also_gives_the_command_sigpipe_back(tmp_path):

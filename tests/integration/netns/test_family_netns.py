@@ -61,7 +61,9 @@ def test_a_job_of_a_dual_stack_an_ipv4_only_and_an_ipv6_only_host_uses_ipv4_and_
     net = make_network(3, subnet6="fd00:215::/64", families=["46", "4", "6"])
     out = tmp_path / "out"
     out.mkdir()
-    argv = join_argv("2:3", f"f-{secrets.token_hex(4)}", out, options=["--settle", "2"])
+    # --settle is the window for the IPv4-only host to arrive before the IPv6 pair freezes:
+    # long enough for an interpreter to start on a loaded machine (2 s was not)
+    argv = join_argv("2:3", f"f-{secrets.token_hex(4)}", out, options=["--settle", "10"])
     dual_host, only4_host, only6_host = net.hosts
     only6 = start_peer(argv, tmp_path, only6_host.name, popen=only6_host.popen)
     wait_for_log(only6, "peers seen")

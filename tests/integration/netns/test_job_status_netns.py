@@ -125,7 +125,7 @@ def test_the_whole_job_from_a_host_outside_it(make_network, tmp_path):
         finally:
             guard.cancel()
         seen += [json.loads(line) for line in out.splitlines()]
-        assert len(seen) >= 2 and watch.returncode == 130, err
+        assert len(seen) >= 2 and watch.returncode == 130, (err, [epochs(view) for view in seen], peers[0].log[-3000:])
         assert epochs(seen[-1])[0] > epochs(seen[0])[0]
 
         table = job_status(outsider, job)

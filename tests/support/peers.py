@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -43,6 +44,13 @@ def wait_gone(pid: int, timeout: float = HANG) -> bool:
             return False
         time.sleep(0.02)
     return True
+
+
+def interruptible() -> None:
+    """A child's SIGINT does what Ctrl-C does on a terminal (a `preexec_fn`): a test run
+    started in the background, or under nohup, ignores SIGINT, and its children inherit that,
+    so a program that relies on Python's default handler would never see the signal."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def join_argv(

@@ -8,16 +8,16 @@ import os
 import json
 import re
 import secrets
+import selectors
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
 
 from patience import HANG
-from peers import job_status, join_argv, start_peer, wait_for_job
+from peers import interruptible, job_status, join_argv, start_peer, wait_for_job
 
 pytestmark = pytest.mark.netns
 
@@ -75,6 +75,25 @@ def stop(peers):
         peer.wait(timeout=HANG)
 
 
+def json_lines(proc, enough, timeout=HANG):
+    """The JSON lines `proc` prints, read as they come, until `enough(lines)` holds, its
+    output ends, or `timeout` passes."""
+    fd = proc.stdout.fileno()
+    found, pending = [], b""
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while not enough(found) and time.monotonic() < deadline:
+            if not selector.select(timeout=deadline - time.monotonic()):
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            *lines, pending = (pending + chunk).split(b"\n")
+            found += [json.loads(line) for line in lines if line.strip()]
+    return found
+
+
 def epochs(status):
     return [(m["progress"] or {}).get("epoch") for m in status["members"]]
 
@@ -108,22 +127,13 @@ def test_the_whole_job_from_a_host_outside_it(make_network, tmp_path):
 
         watch = outsider.popen(
             [sys.executable, "-m", "rendezvous", "status", "--job", job, "--json", "--watch"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible,
         )
         # Not a terminal: one line per view. Two views, the later one further on, before the
-        # Ctrl-C; a watch that prints nothing is killed after HANG and fails below.
-        guard = threading.Timer(HANG, watch.kill)
-        guard.start()
-        seen = []
-        try:
-            for line in watch.stdout:
-                seen.append(json.loads(line))
-                if len(seen) >= 2 and epochs(seen[-1])[0] > epochs(seen[0])[0]:
-                    break
-            watch.send_signal(signal.SIGINT)
-            out, err = watch.communicate(timeout=HANG)
-        finally:
-            guard.cancel()
+        # Ctrl-C (a watch that shows no progress fails below after HANG).
+        seen = json_lines(watch, lambda views: len(views) >= 2 and epochs(views[-1])[0] > epochs(views[0])[0])
+        watch.send_signal(signal.SIGINT)
+        out, err = watch.communicate(timeout=HANG)
         seen += [json.loads(line) for line in out.splitlines()]
         assert len(seen) >= 2 and watch.returncode == 130, (err, [epochs(view) for view in seen], peers[0].log[-3000:])
         assert epochs(seen[-1])[0] > epochs(seen[0])[0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -11,7 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+from patience import HANG
+
 RECORDER = Path(__file__).with_name("record_start.py")
+# The fault tests' command: records each start as OUT/<node>-<round>.json (fault_command.py)
+FAULT_COMMAND = Path(__file__).with_name("fault_command.py")
+
+# Small timings for the fault tests: every fault is noticed within a second or two.
+FAST = ["--liveness-timeout", "1.5", "--timings", "keepalive=1,suspect-after=1,end-grace=0.5,conflict-linger=0.2",
+        "--stop-grace", "2"]
 
 # Every join in a test ends on its own: no test can hang on a rendezvous.
 DEFAULT_TIMEOUT = 40
@@ -27,7 +36,7 @@ def alive(pid: int) -> bool:
         return False
 
 
-def wait_gone(pid: int, timeout: float = 10) -> bool:
+def wait_gone(pid: int, timeout: float = HANG) -> bool:
     """Wait up to ``timeout`` seconds for ``pid`` to stop running; whether it did."""
     deadline = time.monotonic() + timeout
     while alive(pid):
@@ -35,6 +44,13 @@ def wait_gone(pid: int, timeout: float = 10) -> bool:
             return False
         time.sleep(0.02)
     return True
+
+
+def interruptible() -> None:
+    """A child's SIGINT does what Ctrl-C does on a terminal (a `preexec_fn`): a test run
+    started in the background, or under nohup, ignores SIGINT, and its children inherit that,
+    so a program that relies on Python's default handler would never see the signal."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def join_argv(
@@ -68,7 +84,7 @@ class Peer:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def wait(self, timeout: float = DEFAULT_TIMEOUT + 20) -> int:
+    def wait(self, timeout: float = HANG) -> int:
         try:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -77,7 +93,7 @@ class Peer:
             raise AssertionError(f"peer {self.name} did not exit within {timeout}s:\n{self.log}")
 
 
-def run_join(*options: str, job: Optional[str] = None, timeout: float = 30,
+def run_join(*options: str, job: Optional[str] = None, timeout: float = HANG,
              output: Optional[int] = None) -> subprocess.CompletedProcess:
     """One `rendezvous join` on 127.0.0.2 (job random unless given), run to its end with no
     RENDEZVOUS_* variables of the caller; its output captured as text, or with `output`
@@ -111,7 +127,7 @@ def records(out_dir: Path) -> list[dict]:
     return sorted(found, key=lambda r: int(r["env"]["RENDEZVOUS_RANK"]))
 
 
-def wait_for_records(out_dir: Path, count: int, timeout: float = 30) -> list[dict]:
+def wait_for_records(out_dir: Path, count: int, timeout: float = HANG) -> list[dict]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = list(out_dir.glob("*.json"))
@@ -146,7 +162,7 @@ def job_status(host, job: str, *args: str, check: bool = True):
     failure when not `check`."""
     result = host.run(
         [sys.executable, "-m", "rendezvous", "status", "--job", job, "--timeout", "5", *args],
-        capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=HANG, stdin=subprocess.DEVNULL,
     )
     if result.returncode != 0 and not check:
         return None
@@ -154,7 +170,7 @@ def job_status(host, job: str, *args: str, check: bool = True):
     return json.loads(result.stdout) if "--json" in args else result.stdout
 
 
-def wait_for_job(host, job, ready, timeout=30):
+def wait_for_job(host, job, ready, timeout=HANG):
     """`status --job --json` until `ready(status)` holds (nobody answering: not yet); that status."""
     deadline = time.monotonic() + timeout
     while True:
@@ -163,3 +179,18 @@ def wait_for_job(host, job, ready, timeout=30):
             return status
         assert time.monotonic() < deadline, status
         time.sleep(0.3)
+
+
+def starts(tmp_path: Path, round_: int) -> list[dict]:
+    """What the fault command recorded of each start in round `round_` (tmp_path/out)."""
+    return [json.loads(p.read_text()) for p in sorted((tmp_path / "out").glob(f"*-{round_}.json"))]
+
+
+def wait_for_starts(tmp_path: Path, round_: int, count: int, timeout: float = HANG) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = starts(tmp_path, round_)
+        if len(found) >= count:
+            return sorted(found, key=lambda r: r["rank"])
+        time.sleep(0.05)
+    raise AssertionError(f"round {round_}: {len(starts(tmp_path, round_))} of {count} commands started")

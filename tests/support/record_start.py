@@ -21,12 +21,13 @@ record = {
     "env": {k: v for k, v in os.environ.items() if k.startswith("RENDEZVOUS_")},
     "argv": sys.argv,
 }
+# Before the record: a test that sees the record may send SIGTERM at once.
+if "--ignore-term" in args:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 path = os.path.join(out_dir, os.environ["RENDEZVOUS_NODE_ID"] + ".json")
 with open(path + ".tmp", "w") as f:
     json.dump(record, f)
 os.replace(path + ".tmp", path)
-if "--ignore-term" in args:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 if "--sleep" in args:
     time.sleep(float(args[args.index("--sleep") + 1]))
 sys.exit(int(args[args.index("--exit") + 1]) if "--exit" in args else 0)

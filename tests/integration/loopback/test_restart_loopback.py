@@ -14,14 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from peers import alive, join_argv, start_peer
+from patience import HANG
+from peers import FAST, FAULT_COMMAND, alive, join_argv, start_peer, starts, wait_for_starts
 from peers import wait_gone as wait_until_gone
-from paths import SUPPORT
 
-COMMAND = (SUPPORT / "fault_command.py")
-# Small timings: every fault is noticed within a second or two.
-FAST = ["--liveness-timeout", "1.5", "--timings", "keepalive=1,suspect-after=1,end-grace=0.5,conflict-linger=0.2",
-        "--stop-grace", "2"]
+COMMAND = FAULT_COMMAND
 ADDRESSES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
 
 
@@ -36,20 +33,6 @@ def start(tmp_path: Path, job: str, mode: str, address: str, options=(), name=No
     argv = join_argv(expect, job, out, address=address, options=[*FAST, *options],
                      command=[sys.executable, str(COMMAND), str(out), mode])
     return start_peer(argv, tmp_path, name or f"peer-{address}")
-
-
-def starts(tmp_path: Path, round_: int) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted((tmp_path / "out").glob(f"*-{round_}.json"))]
-
-
-def wait_for_starts(tmp_path: Path, round_: int, count: int, timeout: float = 30) -> list[dict]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = starts(tmp_path, round_)
-        if len(found) >= count:
-            return sorted(found, key=lambda r: r["rank"])
-        time.sleep(0.05)
-    raise AssertionError(f"round {round_}: {len(starts(tmp_path, round_))} of {count} commands started")
 
 
 def wait_gone(pid: int) -> None:
@@ -107,12 +90,13 @@ def test_daemons_that_did_not_run_for_a_while_do_not_blame_each_other(tmp_path, 
     not running (its watchdog wakes late), and so does a member stopped while it waited on
     its stream; one stopped between two waits was not listening meanwhile, which is not
     silence."""
-    options = ["--liveness-timeout", "2.5", "--timings", "keepalive=10,end-grace=0.5"]
+    liveness = 2.5
+    options = ["--liveness-timeout", str(liveness), "--timings", "keepalive=10,end-grace=0.5"]
     peers = [start(tmp_path, job, "sleep:8", a, options=options) for a in ADDRESSES]
     wait_for_starts(tmp_path, 1, 3)
     for peer in peers:
         peer.proc.send_signal(signal.SIGSTOP)
-    time.sleep(4)
+    time.sleep(liveness * 1.6)  # stopped for longer than the liveness timeout
     for peer in peers:
         peer.proc.send_signal(signal.SIGCONT)
     for peer in peers:
@@ -231,7 +215,7 @@ def test_with_no_restart_left_a_newcomer_is_refused_and_the_job_runs_on(tmp_path
 # -- suspicion before the freeze ------------------------------------------------------------
 
 
-def wait_for_log(peer, text: str, timeout: float = 15) -> None:
+def wait_for_log(peer, text: str, timeout: float = HANG) -> None:
     deadline = time.monotonic() + timeout
     while text not in peer.log:
         assert time.monotonic() < deadline and peer.proc.poll() is None, peer.log

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from patience import HANG
 from peers import join_argv, start_peer
 from test_restart_loopback import ADDRESSES, FAST, wait_for_log
 from paths import SUPPORT
@@ -90,7 +91,7 @@ def test_after_every_daemon_was_killed_the_chiefs_copy_still_wins(tmp_path, job)
     again, no daemon remembers the last round in memory, but each kept its chief beside its
     directory."""
     first = [start(tmp_path, job, i, mode="round-1-hangs") for i in range(3)]
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + HANG
     while not (tmp_path / "dir-2" / "workertemp_2" / "ckpt-1").exists():
         assert time.monotonic() < deadline, first[0].log
         time.sleep(0.05)
@@ -166,10 +167,10 @@ def test_an_abort_while_a_member_pulls_ends_the_round_without_waiting_for_the_tr
     5 s + 5 s here). Thawed, the source syncs in round 2 and the job completes."""
     options = ["--liveness-timeout", "1.5", "--timings", "keepalive=5,suspect-after=1,end-grace=0.5"]
     peers = start_a_big_copy(tmp_path, job, 400, options)  # a transfer of a second or more
-    wait_for_log(peers[0], f"from {ADDRESSES[1]}: 0%", timeout=60)
+    wait_for_log(peers[0], f"from {ADDRESSES[1]}: 0%")
     peers[1].proc.send_signal(signal.SIGSTOP)
     try:
-        wait_for_log(peers[0], "round 1 ended", timeout=30)
+        wait_for_log(peers[0], "round 1 ended")
     finally:
         peers[1].proc.send_signal(signal.SIGCONT)
     for peer in peers:
@@ -199,7 +200,7 @@ def test_a_member_killed_during_its_pull_clears_what_it_left_when_it_is_back(tmp
     def staged() -> list[Path]:
         return [p for p in tmp_path.glob(".dir-0.rendezvous-*") if (p / "big").exists()]
 
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + HANG
     while not staged():
         assert time.monotonic() < deadline and peers[0].proc.poll() is None, peers[0].log
         time.sleep(0.01)
@@ -227,7 +228,7 @@ def test_a_chief_frozen_during_the_copy_after_the_job_fails_the_job_on_the_membe
         argv = join_argv(2, job, tmp_path / "out", address=ADDRESSES[i], command=["sh", "-c", chief_writes],
                          options=[*options, "--sync-dir", str(root)])
         peers.append(start_peer(argv, tmp_path, f"peer-{i}"))
-    wait_for_log(peers[1], f"from {ADDRESSES[0]}: 0%", timeout=60)
+    wait_for_log(peers[1], f"from {ADDRESSES[0]}: 0%")
     peers[0].proc.send_signal(signal.SIGSTOP)
     try:
         assert peers[1].wait() == 6, peers[1].log

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from patience import HANG
 from peers import assert_consistent, join_argv, records, start_peer
 
 pytestmark = pytest.mark.netns
@@ -46,7 +47,7 @@ def test_dual_stack_hosts_switch_to_ipv6_for_a_job_with_an_ipv6_only_host(make_n
     assert all(w.startswith("[fd00:214::") for w in recs[0]["tf_config"]["cluster"]["worker"])
 
 
-def wait_for_log(peer, text, timeout=20.0):
+def wait_for_log(peer, text, timeout=HANG):
     deadline = time.monotonic() + timeout
     while text not in peer.log:
         assert time.monotonic() < deadline and peer.proc.poll() is None, f"no {text!r} in:\n{peer.log}"
@@ -60,7 +61,9 @@ def test_a_job_of_a_dual_stack_an_ipv4_only_and_an_ipv6_only_host_uses_ipv4_and_
     net = make_network(3, subnet6="fd00:215::/64", families=["46", "4", "6"])
     out = tmp_path / "out"
     out.mkdir()
-    argv = join_argv("2:3", f"f-{secrets.token_hex(4)}", out, options=["--settle", "2"])
+    # --settle is the window for the IPv4-only host to arrive before the IPv6 pair freezes:
+    # long enough for an interpreter to start on a loaded machine (2 s was not)
+    argv = join_argv("2:3", f"f-{secrets.token_hex(4)}", out, options=["--settle", "10"])
     dual_host, only4_host, only6_host = net.hosts
     only6 = start_peer(argv, tmp_path, only6_host.name, popen=only6_host.popen)
     wait_for_log(only6, "peers seen")

@@ -8,6 +8,7 @@ import os
 import json
 import re
 import secrets
+import selectors
 import signal
 import subprocess
 import sys
@@ -15,7 +16,8 @@ import time
 
 import pytest
 
-from peers import job_status, join_argv, start_peer, wait_for_job
+from patience import HANG
+from peers import interruptible, job_status, join_argv, start_peer, wait_for_job
 
 pytestmark = pytest.mark.netns
 
@@ -70,7 +72,26 @@ def stop(peers):
         if peer.proc.poll() is None:
             peer.proc.send_signal(signal.SIGTERM)
     for peer in peers:
-        peer.wait(timeout=30)
+        peer.wait(timeout=HANG)
+
+
+def json_lines(proc, enough, timeout=HANG):
+    """The JSON lines `proc` prints, read as they come, until `enough(lines)` holds, its
+    output ends, or `timeout` passes."""
+    fd = proc.stdout.fileno()
+    found, pending = [], b""
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while not enough(found) and time.monotonic() < deadline:
+            if not selector.select(timeout=deadline - time.monotonic()):
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            *lines, pending = (pending + chunk).split(b"\n")
+            found += [json.loads(line) for line in lines if line.strip()]
+    return found
 
 
 def epochs(status):
@@ -97,8 +118,8 @@ def test_the_whole_job_from_a_host_outside_it(make_network, tmp_path):
         assert members[2]["progress"] is None and members[2]["command_uptime_seconds"] > 0
         assert members[1]["progress"]["loss"] == 0.5 and members[1]["progress"]["images_per_s"] == 2310
 
-        time.sleep(1.5)
-        second = job_status(outsider, job, "--json")
+        second = wait_for_job(outsider, job, lambda s: all(
+            (now or 0) > before for now, before in zip(epochs(s)[:2], epochs(first)[:2])))
         assert epochs(second)[0] > epochs(first)[0] and epochs(second)[1] > epochs(first)[1]
         # junk, a huge (cut) line and a bad value: one warning, the good lines still count
         assert peers[1].log.count("such lines are ignored") == 1, peers[1].log
@@ -106,13 +127,15 @@ def test_the_whole_job_from_a_host_outside_it(make_network, tmp_path):
 
         watch = outsider.popen(
             [sys.executable, "-m", "rendezvous", "status", "--job", job, "--json", "--watch"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible,
         )
-        time.sleep(3.5)
+        # Not a terminal: one line per view. Two views, the later one further on, before the
+        # Ctrl-C (a watch that shows no progress fails below after HANG).
+        seen = json_lines(watch, lambda views: len(views) >= 2 and epochs(views[-1])[0] > epochs(views[0])[0])
         watch.send_signal(signal.SIGINT)
-        out, err = watch.communicate(timeout=10)
-        seen = [json.loads(line) for line in out.splitlines()]  # not a terminal: one line each second
-        assert len(seen) >= 2 and watch.returncode == 130, err
+        out, err = watch.communicate(timeout=HANG)
+        seen += [json.loads(line) for line in out.splitlines()]
+        assert len(seen) >= 2 and watch.returncode == 130, (err, [epochs(view) for view in seen], peers[0].log[-3000:])
         assert epochs(seen[-1])[0] > epochs(seen[0])[0]
 
         table = job_status(outsider, job)
@@ -130,8 +153,8 @@ def test_the_whole_job_from_a_host_outside_it(make_network, tmp_path):
 
 
 def scrape(host, address):
-    code = f"import urllib.request; print(urllib.request.urlopen('http://{address}:{METRICS_PORT}/metrics', timeout=5).read().decode())"
-    result = host.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    code = f"import urllib.request; print(urllib.request.urlopen('http://{address}:{METRICS_PORT}/metrics', timeout={HANG}).read().decode())"
+    result = host.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG)
     assert result.returncode == 0, result.stderr
     return {
         line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
@@ -142,7 +165,7 @@ def scrape(host, address):
 def command_pid(peer) -> int:
     """The command the daemon started: the only child of its supervisor (the daemon's
     only child) once running."""
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + HANG
     while True:
         found = []
         with open(f"/proc/{peer.proc.pid}/task/{peer.proc.pid}/children") as f:
@@ -162,7 +185,7 @@ def test_metrics_over_http_and_a_straggler(make_network, tmp_path):
     peers = start(net.hosts[:1], argv, tmp_path)
     try:
         address = net.hosts[0].address
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + HANG
         while True:
             try:
                 waiting = scrape(outsider, address)
@@ -180,7 +203,7 @@ def test_metrics_over_http_and_a_straggler(make_network, tmp_path):
         assert f"rendezvous_command_uptime_seconds{{{labels}}}" not in waiting
 
         peers += start(net.hosts[1:3], argv, tmp_path)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + HANG
         while True:
             running = scrape(outsider, address)
             if running.get(f"rendezvous_training_step{{{labels}}}", 0) > 5:
@@ -196,7 +219,7 @@ def test_metrics_over_http_and_a_straggler(make_network, tmp_path):
         # Bursts of SIGSTOP (shorter than --liveness-timeout) hold rank 2 back.
         slow = command_pid(peers[2])
         marked = None
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + HANG
         while marked is None and time.monotonic() < deadline:
             os.killpg(slow, signal.SIGSTOP)
             time.sleep(1.0)

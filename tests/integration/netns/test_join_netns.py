@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from patience import HANG
 from peers import assert_consistent, join_argv, records, start_peer
 
 pytestmark = pytest.mark.netns
@@ -89,11 +90,11 @@ def test_late_host_with_lowest_address_is_refused(make_network, tmp_path):
         start_peer(join_argv(2, job, out, record_args=["--sleep", "6"]), tmp_path, h.name, popen=h.popen)
         for h in net.hosts[1:]
     ]
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + HANG
     while len(list(out.glob("*.json"))) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     late = start_peer(join_argv(2, job, tmp_path), tmp_path, "late", popen=net.hosts[0].popen)
-    assert late.wait(timeout=20) == 4, late.log
+    assert late.wait(timeout=HANG) == 4, late.log
     assert "not a member" in late.log
     for peer in early:
         assert peer.wait() == 0, peer.log
@@ -104,7 +105,7 @@ def test_a_host_whose_link_goes_down_fails_the_round_and_rejoins_when_it_is_back
     """A cut cable: no FIN, no RST, silence both ways. The others stop their commands after
     the liveness timeout; the cut host, back on the network, finds it heard nothing either,
     stops its own and joins the next round; the job then completes."""
-    from test_restart_loopback import COMMAND, FAST, wait_for_starts
+    from peers import FAST, FAULT_COMMAND as COMMAND, wait_for_starts
 
     net = make_network(3)
     job = f"n-{secrets.token_hex(4)}"
@@ -146,5 +147,5 @@ def test_two_hosts_with_the_same_address_are_named(make_network, tmp_path):
         for h, timeout in zip(net.hosts, ["6", "12", "12"])
     ]
     for peer in peers:
-        assert peer.wait(timeout=30) != 0, peer.log
+        assert peer.wait(timeout=HANG) != 0, peer.log
     assert "two hosts are configured with the same address" in peers[0].log, peers[0].log

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from patience import HANG
 import netns
 from netns import Network, NetnsError, cleanup_stale, list_namespaces
-from paths import REPO
+from paths import REPO, SUPPORT
 
 PY = sys.executable
 
@@ -177,11 +178,11 @@ def test_hosts_reach_each_other_over_tcp(make_network):
     for host in net.hosts:
         peers = [h.address for h in net.hosts if h is not host]
         out = host.run([PY, "-c", ECHO_CLIENT, host.address, str(port), *peers],
-                       capture_output=True, text=True, timeout=30)
+                       capture_output=True, text=True, timeout=HANG)
         assert out.returncode == 0, out.stderr
         assert out.stdout.split() == [f"{host.address}->{p}" for p in peers]
     for p in servers:
-        assert p.wait(timeout=10) == 0, p.stderr.read()
+        assert p.wait(timeout=HANG) == 0, p.stderr.read()
         p.stdout.close()
         p.stderr.close()
 
@@ -198,10 +199,10 @@ def test_multicast_crosses_the_bridge(make_network):
         _wait_ready(p)
         receivers.append(p)
     sent = net.hosts[0].run([PY, "-c", MCAST_SENDER, group, port, net.hosts[0].address],
-                            capture_output=True, text=True, timeout=30)
+                            capture_output=True, text=True, timeout=HANG)
     assert sent.returncode == 0, sent.stderr
     for p in receivers:
-        out, err = p.communicate(timeout=15)
+        out, err = p.communicate(timeout=HANG)
         assert p.returncode == 0, err
         assert out.split() == ["hello-multicast", net.hosts[0].address]
 
@@ -238,7 +239,7 @@ def test_choose_address_inside_a_host_picks_eth0_by_default_route(make_network):
     env = dict(os.environ, PYTHONPATH=str(REPO))
 
     def choose(host, **kw):
-        out = host.run([PY, "-c", CHOOSE, json.dumps(kw)], capture_output=True, text=True, env=env, timeout=30)
+        out = host.run([PY, "-c", CHOOSE, json.dumps(kw)], capture_output=True, text=True, env=env, timeout=HANG)
         assert out.returncode == 0, out.stderr
         return json.loads(out.stdout)
 
@@ -253,7 +254,7 @@ def test_choose_address_inside_a_host_picks_eth0_by_default_route(make_network):
     assert choose(host, address="127.0.0.3")["interface"] == "lo"
     other = net.hosts[0].address
     out = host.run([PY, "-c", CHOOSE, json.dumps({"address": other})], capture_output=True, text=True, env=env,
-                   timeout=30)
+                   timeout=HANG)
     assert out.returncode != 0 and "AddressError" in out.stderr and other in out.stderr
 
 
@@ -266,14 +267,14 @@ def test_teardown_removes_namespaces_and_kills_processes():
         sleeper = net.hosts[1].popen(["sleep", "300"])
         # A process not started through popen (a grandchild) is killed too.
         stray = subprocess.Popen(["ip", "netns", "exec", net.hosts[2].name, "sleep", "300"])
-        deadline = time.monotonic() + 5  # `ip netns exec` enters the namespace, then execs
+        deadline = time.monotonic() + HANG  # `ip netns exec` enters the namespace, then execs
         while netns.namespace_pids(net.hosts[2].name) != [stray.pid] and time.monotonic() < deadline:
             time.sleep(0.01)
         assert netns.namespace_pids(net.hosts[2].name) == [stray.pid]
     assert not set(names) & set(list_namespaces())
     assert _mine(net) == []
     assert sleeper.poll() is not None
-    assert stray.wait(timeout=5) == -9
+    assert stray.wait(timeout=HANG) == -9
     net.down()  # idempotent
 
 
@@ -341,7 +342,7 @@ def test_cleanup_stale_removes_only_dead_creators():
             assert stale in removed
             assert stale not in list_namespaces()
             assert set(live.namespaces) <= set(list_namespaces())
-        assert stray.wait(timeout=5) == -9
+        assert stray.wait(timeout=HANG) == -9
     finally:
         if stray.poll() is None:
             stray.kill()
@@ -369,12 +370,12 @@ def test_a_run_stopped_by_a_signal_removes_its_namespaces(signum):
             sys.exit(130)
         """
     )
-    proc = subprocess.Popen([PY, "-c", script, str(REPO / "tests")], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([PY, "-c", script, str(SUPPORT)], stdout=subprocess.PIPE, text=True)
     try:
         names = json.loads(proc.stdout.readline())
         assert set(names) <= set(list_namespaces())
         proc.send_signal(getattr(signal, signum))
-        assert proc.wait(timeout=30) == 130
+        assert proc.wait(timeout=HANG) == 130
         assert proc.stdout.read() == f"stopped by {signum}\n"
         assert not set(names) & set(list_namespaces())
     finally:

@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from patience import HANG
 from peers import join_argv, start_peer, wait_for_records
 
 pytestmark = pytest.mark.netns
@@ -25,7 +26,7 @@ except importlib.metadata.PackageNotFoundError:
     TENSORFLOW = None
 
 
-def rendezvous(host, *args, timeout=30):
+def rendezvous(host, *args, timeout=HANG):
     return host.run(
         [sys.executable, "-m", "rendezvous", *args],
         capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
@@ -40,7 +41,7 @@ def check_health(host, endpoint: str, service: str = "") -> str:
         f"reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service={service!r}), timeout=5)\n"
         "print(health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status))\n"
     )
-    result = host.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    result = host.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG)
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
 
@@ -66,7 +67,7 @@ def cluster(make_network, tmp_path, monkeypatch):
         if peer.proc.poll() is None:
             peer.proc.send_signal(signal.SIGTERM)
     for peer in running + [waiting]:
-        peer.wait(timeout=20)
+        peer.wait(timeout=HANG)
     assert list((tmp_path / "run").iterdir()) == [], "a daemon left its registration behind"
 
 
@@ -74,7 +75,7 @@ def test_peers_lists_every_node_of_every_job(cluster):
     net, job_a, job_b, records, _ = cluster
     # The RUNNING phase is re-announced 0.5 s after the start; mDNS is eventually
     # consistent (a record is multicast at most once a second), so look until it shows.
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + HANG
     while True:
         # from a host that runs a daemon itself
         table = rendezvous(net.hosts[2], "peers", "--seconds", "3")
@@ -169,7 +170,7 @@ def test_status_for_another_job_or_no_daemon_exits_7(cluster):
     assert f"no rendezvous daemon of job {job_b!r} runs on this machine; running: {job_a!r}" in wrong.stderr
     waiting = peers[2]
     waiting.proc.send_signal(signal.SIGINT)
-    assert waiting.wait(timeout=15) == 130
+    assert waiting.wait(timeout=HANG) == 130
     gone = rendezvous(net.hosts[2], "status")
     assert gone.returncode == 7 and gone.stdout == ""
     assert "no rendezvous daemon runs on this machine" in gone.stderr

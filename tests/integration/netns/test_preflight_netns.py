@@ -13,7 +13,7 @@ from typing import Optional
 import pytest
 
 from peers import join_argv, start_peer
-from test_fingerprint import fake_nvidia_smi, fake_tensorflow
+from fake_tools import fake_nvidia_smi, fake_tensorflow
 
 pytestmark = pytest.mark.netns
 

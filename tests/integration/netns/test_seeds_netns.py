@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from patience import HANG
 from peers import assert_consistent, join_argv, records, start_peer
 
 pytestmark = pytest.mark.netns
@@ -53,12 +54,12 @@ def test_without_multicast_and_without_seeds_a_node_says_how_to_give_them(make_n
 def listed(host, seed, job):
     """The node ids `rendezvous peers --peer SEED` lists for `job`, asked from `host`."""
     argv = [sys.executable, "-m", "rendezvous", "peers", "--peer", seed, "--job", job, "--seconds", "0.5", "--json"]
-    result = host.run(argv, capture_output=True, text=True, timeout=30, check=True)
+    result = host.run(argv, capture_output=True, text=True, timeout=HANG, check=True)
     return {a["node_id"] for a in json.loads(result.stdout)}
 
 
 def wait_listed(host, seed, job, count):
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + HANG
     while len(ids := listed(host, seed, job)) != count:
         assert time.monotonic() < deadline, f"listed {ids}, not {count} nodes"
     return ids

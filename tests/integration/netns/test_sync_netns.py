@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from peers import join_argv, start_peer
-from test_restart_loopback import FAST
+from patience import HANG
+from peers import FAST, join_argv, start_peer
 from paths import SUPPORT
 
 pytestmark = pytest.mark.netns
@@ -38,7 +38,7 @@ def test_the_chiefs_files_come_back_with_its_restarted_daemon(make_network, tmp_
         return start_peer(argv, tmp_path, name, popen=host.popen)
 
     peers = [start(h, h.name) for h in net.hosts]
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + HANG
     while not (tmp_path / "dir-2" / "workertemp_2" / "ckpt-1").exists():
         assert time.monotonic() < deadline, peers[0].log
         time.sleep(0.05)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from patience import HANG, wait_until
 from peers import assert_consistent, join_argv, records, start_peer
 from paths import SUPPORT
 
@@ -48,7 +49,7 @@ def test_only_peers_with_the_token_form_the_job(make_network, tmp_path):
         for h in honest
     ]
     started = time.monotonic()
-    assert bare.wait(timeout=20) == 4, bare.log
+    assert bare.wait(timeout=HANG) == 4, bare.log
     assert "this job requires a token" in bare.log
     assert time.monotonic() - started < 20, bare.log  # at once, not at its --timeout (40 s)
     named = 0
@@ -70,14 +71,14 @@ def test_only_peers_with_the_token_form_the_job(make_network, tmp_path):
 def forge(host, endpoint: str, job: str, claimed: dict, *replay: str) -> dict:
     argv = [sys.executable, str(FORGER), endpoint, job, claimed["node_id"], claimed["address"],
             str(claimed["port"]), str(claimed["tf_port"]), *replay]
-    result = host.run(argv, capture_output=True, text=True, timeout=30)
+    result = host.run(argv, capture_output=True, text=True, timeout=HANG)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
 
 def own_status(host, run_dir: Path) -> dict:
     result = host.run(
-        [sys.executable, "-m", "rendezvous", "status", "--json"], capture_output=True, text=True, timeout=30,
+        [sys.executable, "-m", "rendezvous", "status", "--json"], capture_output=True, text=True, timeout=HANG,
         env={**os.environ, "RENDEZVOUS_RUNTIME_DIR": str(run_dir)},
     )
     assert result.returncode == 0, result.stderr
@@ -97,11 +98,11 @@ def test_a_stolen_identity_or_a_replayed_exchange_from_another_host_is_refused(m
     secret = secrets.token_hex(32)
     options = ["--token-file", token_file(tmp_path, "token", secret)] if with_token else []
     first, second, attacker = net.hosts
-    peers = [start_peer(join_argv(2, job, out, options=options), tmp_path, "first", popen=first.popen)]
-    deadline = time.monotonic() + 20
-    while not (tmp_path / "run").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(1)
+    peers = [start_peer(join_argv(2, job, out, options=[*options, "-v"]), tmp_path, "first", popen=first.popen)]
+    # registered for `status`, and joined to itself: a clone of it is then one too many
+    joined = f"coordinating job {job!r}: 1/2 peers joined"
+    wait_until(lambda: joined in peers[0].log or peers[0].proc.poll() is not None, lambda: peers[0].log)
+    assert peers[0].proc.poll() is None, peers[0].log
     status = own_status(first, tmp_path / "run")
     assert secret not in json.dumps(status)
     victim = status["node"]

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from test_trainer_data import write_cifar10
+from cifar10 import write_cifar10
 from trainer_cluster import finish, free_port, result, run_python, start_workers, tf_config
 
 pytestmark = pytest.mark.training

@@ -10,6 +10,8 @@ import secrets
 import grpc
 import pytest
 
+from patience import HANG
+
 from rendezvous.config.timings import Timings
 from rendezvous.coordinator import CoordinatorService, JoinSession
 from rendezvous.coordinator.client import SessionLost, Untrusted
@@ -44,7 +46,7 @@ def session_of(me: Peer, service, expect: int = 1, keys=None) -> JoinSession:
 
 
 async def next_of(session: JoinSession, kind: type):
-    while not isinstance(event := await asyncio.wait_for(session.receive(), 5), kind):
+    while not isinstance(event := await asyncio.wait_for(session.receive(), HANG), kind):
         pass
     return event
 
@@ -201,7 +203,7 @@ def test_a_frozen_list_with_a_liveness_timeout_that_is_no_duration_is_an_abort(l
     async def scenario():
         session = JoinSession(me.endpoint, me, JOB, 1, Size.fixed(1), 5.0, local=Handler(body))
         try:
-            return await asyncio.wait_for(session.receive(), 5)
+            return await asyncio.wait_for(session.receive(), HANG)
         finally:
             await session.close()
 

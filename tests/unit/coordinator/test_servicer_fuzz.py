@@ -14,6 +14,8 @@ from rendezvous.core.record import replace
 
 import grpc
 import pytest
+
+from patience import HANG
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -212,7 +214,7 @@ def test_a_real_job_forms_on_the_server_after_the_fuzzing(open_server, token_ser
     server = token_server if keyed else open_server
 
     async def until_frozen(session):
-        while not isinstance(event := await asyncio.wait_for(session.receive(), 10), Frozen):
+        while not isinstance(event := await asyncio.wait_for(session.receive(), HANG), Frozen):
             assert isinstance(event, Heartbeat) or type(event).__name__ == "Waiting", event
         return event
 
@@ -335,10 +337,10 @@ def test_a_coordinator_that_switches_family_sends_its_joiners_back_to_their_view
         session = JoinSession(server.me.endpoint, joiner, JOB, 1, Size.fixed(2), 5.0)
         try:
             await session.join()
-            while type(event := await asyncio.wait_for(session.receive(), 10)).__name__ != "Waiting":
+            while type(event := await asyncio.wait_for(session.receive(), HANG)).__name__ != "Waiting":
                 pass
             server.service.moved(replace(server.me, address=ipaddress.ip_address("::1")))
-            while isinstance(event := await asyncio.wait_for(session.receive(), 10), Heartbeat):
+            while isinstance(event := await asyncio.wait_for(session.receive(), HANG), Heartbeat):
                 pass
             return event, server.service.round.joined
         finally:

@@ -18,6 +18,8 @@ from typing import Optional
 
 import pytest
 
+from patience import HANG
+
 from rendezvous.config import JoinConfig, Timings
 from rendezvous.coordinator import JoinSession
 from rendezvous.core.advert import Advert, Phase
@@ -121,7 +123,7 @@ def ran(tmp_path: Path, host: int) -> Optional[dict]:
 
 
 async def run_nodes(*nodes: Node) -> list:
-    return await asyncio.wait_for(asyncio.gather(*(n.run() for n in nodes), return_exceptions=True), 30)
+    return await asyncio.wait_for(asyncio.gather(*(n.run() for n in nodes), return_exceptions=True), HANG)
 
 
 async def wait_for_view(node: Node, holds) -> None:
@@ -198,7 +200,7 @@ def test_a_release_runs_the_command_and_reports_its_exit_code(tmp_path):
         while not sessions or ("finished", 0) not in [s[:2] for s in sessions[0].sent if isinstance(s, tuple)]:
             await asyncio.sleep(0.02)
         sessions[0].events.put_nowait(Completed())
-        return await asyncio.wait_for(task, 10)
+        return await asyncio.wait_for(task, HANG)
 
     assert asyncio.run(complete_after_the_report()) == 0
     assert ran(tmp_path, 27)["RENDEZVOUS_WORLD_SIZE"] == "1"

@@ -12,25 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from fake_tools import fake_nvidia_smi, fake_tensorflow
 from rendezvous.config.join import JoinConfig
 from rendezvous.host.fingerprint import command_interpreter, file_digest, list_gpus, probe_interpreter, take_fingerprint
-
-
-def fake_tensorflow(site: Path, version: str, name: str = "tensorflow") -> Path:
-    """A directory that holds nothing but the package metadata of `name` `version`."""
-    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-    return site
-
-
-def fake_nvidia_smi(bin_dir: Path, count: int, model: str = "NVIDIA H100 80GB HBM3") -> Path:
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    smi = bin_dir / "nvidia-smi"
-    lines = "\\n".join([model] * count)
-    smi.write_text(f"#!/bin/sh\nprintf '{lines}\\n'\n")
-    smi.chmod(0o755)
-    return bin_dir
 
 
 @pytest.mark.parametrize("command, python, expected", [

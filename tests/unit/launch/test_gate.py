@@ -117,7 +117,7 @@ def test_the_spare_and_its_command_die_with_a_daemon_killed_with_sigkill(action)
     proc.kill()
     proc.wait(10)
     for pid in pids:
-        assert wait_gone(pid, timeout=5), f"{'the waiting spare' if pid == spare else 'the command'} outlived its daemon"
+        assert wait_gone(pid), f"{'the waiting spare' if pid == spare else 'the command'} outlived its daemon"
 
 
 def test_a_spawned_gate_also_gives_the_command_sigpipe_back(tmp_path):

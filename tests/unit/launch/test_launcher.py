@@ -158,7 +158,7 @@ def test_stop_terminates_the_whole_process_group(tmp_path):
 
     assert run(scenario()) == 143
     for pid in map(int, pids.read_text().split()):
-        assert wait_gone(pid, timeout=2), f"process {pid} survived the stop"
+        assert wait_gone(pid), f"process {pid} survived the stop"
 
 
 def test_port_reservation_holds_the_port_on_all_interfaces():

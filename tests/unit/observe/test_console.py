@@ -16,6 +16,8 @@ import sys
 import time
 
 import pytest
+
+from patience import HANG
 from peers import run_join
 
 from rendezvous.config.join import LogConfig
@@ -274,7 +276,7 @@ def test_on_a_terminal_the_progress_is_one_live_line():
     )
     os.close(terminal)
     output = b""
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + HANG
     while time.monotonic() < deadline:
         try:
             chunk = os.read(controller, 4096)
@@ -284,7 +286,7 @@ def test_on_a_terminal_the_progress_is_one_live_line():
             break
         output += chunk
     os.close(controller)
-    assert proc.wait(timeout=10) == 3
+    assert proc.wait(timeout=HANG) == 3
     text = output.decode()
     assert "\r\x1b[Kjob '" in text and "1/2 peers seen" in text
     # the live line is erased before the error, not left behind or logged as a line

@@ -1,0 +1,23 @@
+"""Stand-ins for what a preflight reads on a host: TensorFlow's package metadata in a
+site directory and an nvidia-smi that lists GPUs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def fake_tensorflow(site: Path, version: str, name: str = "tensorflow") -> Path:
+    """A directory that holds nothing but the package metadata of `name` `version`."""
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    return site
+
+
+def fake_nvidia_smi(bin_dir: Path, count: int, model: str = "NVIDIA H100 80GB HBM3") -> Path:
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    smi = bin_dir / "nvidia-smi"
+    lines = "\\n".join([model] * count)
+    smi.write_text(f"#!/bin/sh\nprintf '{lines}\\n'\n")
+    smi.chmod(0o755)
+    return bin_dir

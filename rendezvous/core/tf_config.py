@@ -9,6 +9,10 @@ from .digest import sha256_hex
 from .peer import Peer
 from .record import record
 
+#: systemd's notify protocol, meant for the daemon only: the command it starts does not
+#: inherit them (a command that wrote READY=1 would speak for the daemon).
+NOTIFY_VARIABLES = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
+
 
 @record
 class Membership:

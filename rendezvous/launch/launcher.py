@@ -13,7 +13,7 @@ from typing import Mapping, Optional, Sequence, Union
 
 from . import gate
 from ..errors import CommandNotExecutable, LaunchError
-from ..observe.notify import NOTIFY_VARIABLES
+from ..core.tf_config import NOTIFY_VARIABLES
 from ..host.runtime import process_state
 
 log = logging.getLogger(__name__)

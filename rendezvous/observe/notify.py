@@ -11,12 +11,11 @@ import socket
 from typing import Mapping, Optional
 
 from ..core.status import NodeStatus, status_line
+from ..core.tf_config import NOTIFY_VARIABLES
 from .report import Reporter
 
 log = logging.getLogger(__name__)
 
-#: Meant for the daemon only: the command it starts does not inherit them.
-NOTIFY_VARIABLES = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
 
 
 def notify_message(**fields: str) -> bytes:

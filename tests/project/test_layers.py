@@ -221,9 +221,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "may move out of it",
     ("rendezvous/host/address.py", "module-size", ""):
         "484 lines: over the limit with no split under way yet",
-    ("rendezvous/launch/launcher.py", "import", "rendezvous.observe.notify"):
-        "launch reads NOTIFY_VARIABLES from observe.notify, which its docstring does not allow; "
-        "the names belong where both can import them (host or core)",
 }
 
 

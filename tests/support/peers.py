@@ -194,3 +194,17 @@ def wait_for_starts(tmp_path: Path, round_: int, count: int, timeout: float = HA
             return sorted(found, key=lambda r: r["rank"])
         time.sleep(0.05)
     raise AssertionError(f"round {round_}: {len(starts(tmp_path, round_))} of {count} commands started")
+
+
+def running(marker: str) -> list[int]:
+    """The live processes (this one aside) whose command line holds `marker`."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != os.getpid():
+            try:
+                cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker.encode() in cmdline and alive(int(name)):
+                found.append(int(name))
+    return found

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from peers import alive, join_argv, start_peer, wait_gone
+from peers import alive, join_argv, start_peer, running, wait_gone
 from paths import SUPPORT
 
 SLOW_EXIT = str(SUPPORT / "slow_exit.py")
@@ -45,18 +45,6 @@ def wait_for_starts(out: Path, round_: int, count: int, peers, timeout: float = 
         time.sleep(0.05)
     return starts(out, round_)
 
-
-def running(marker: str) -> list[int]:
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if marker.encode() in cmdline and alive(int(name)):
-                found.append(int(name))
-    return found
 
 
 def test_a_killed_wrapper_restarts_the_round_and_the_job_completes_everywhere(tmp_path, job):

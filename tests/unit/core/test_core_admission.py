@@ -28,17 +28,8 @@ from rendezvous.core.record import replace
 from rendezvous.core.round import Action, Policy, RejectReason, Round, RoundPhase, abort, join, ready, settle
 from rendezvous.core.size import Size
 from rendezvous.core.view import Target
+from test_core_round import A, B, C, ip, peer
 
-ip = ipaddress.ip_address
-
-
-def peer(address: str, node_id: str, port: int = 7000, tf_port: int = 9000) -> Peer:
-    return Peer(node_id=node_id, address=ip(address), port=port, tf_port=tf_port)
-
-
-A = peer("10.0.0.9", "aaaaaaaa")
-B = peer("10.0.0.10", "bbbbbbbb")
-C = peer("10.0.0.100", "cccccccc")
 STRANGER = peer("10.0.0.66", "66666666")
 TWO = Size.fixed(2)
 ELASTIC = Size(2, 3)

@@ -14,26 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from peers import alive, wait_gone
+from peers import alive, running, wait_gone
 from rendezvous.launch import gate
 from rendezvous.launch.launcher import Launcher
 from paths import SUPPORT
 
 SLOW_EXIT = str(SUPPORT / "slow_exit.py")
 
-
-def running(marker: str) -> list[int]:
-    """The running processes whose command line holds `marker`."""
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit() and int(name) != os.getpid():
-            try:
-                cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if marker.encode() in cmdline and alive(int(name)):
-                found.append(int(name))
-    return found
 
 
 async def until(condition, deadline: float, what: str):

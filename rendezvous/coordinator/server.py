@@ -28,7 +28,7 @@ from ..core.view import Target
 from ..host.ports import check_port_free
 from ..v1 import rendezvous_pb2 as pb
 from ..v1 import rendezvous_pb2_grpc as pb_grpc
-from . import _auth, _wire
+from . import _auth, _wire, limits
 from .transfer import FileSource
 
 log = logging.getLogger(__name__)
@@ -550,10 +550,11 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "not a list of adverts")
         if request.header.protocol_version != PROTOCOL_VERSION:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"this node speaks protocol {PROTOCOL_VERSION}")
-        answer = self.exchange(_wire.gossip_from_pb(request))
+        signer, gossip = _wire.exchange_in(request, self._keys, _source(context))
+        answer = self.exchange(gossip)
         if answer is None:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this node does not use unicast discovery (--discovery mdns)")
-        return _wire.gossip_to_pb(answer, self._me.node_id)
+        return signer.seal(_wire.gossip_to_pb(answer, self._me.node_id))
 
     def _check_header(self, header: pb.Header) -> Optional[pb.CoordinatorMessage]:
         if header.protocol_version != PROTOCOL_VERSION:
@@ -581,7 +582,7 @@ def bind_server(
     hosts `also` names (a dual-stack node's other address); return it and the bound port."""
     for name in (host, *also):
         check_port_free(name, port)
-    server = grpc.aio.server(options=_wire.server_options(keepalive))
+    server = limits.new_server(keepalive)
     for name in (host, *also):
         port = _add_port(server, name, port)
     return server, port

@@ -209,6 +209,7 @@ def bind_resources(
     sync = SyncDir(sync_root, config.sync_max_bytes) if sync_root else None
     service.files = FileSource(sync) if sync else None
     discovery = make_discovery(address, view.me, on_discovery)
+    discovery.use_keys(keys)
     service.exchange = discovery.exchange
     service.hint = lambda advert: deliver(on_discovery, Hinted(advert))
     resources = Resources(

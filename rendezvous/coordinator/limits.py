@@ -50,7 +50,8 @@ FD_RESERVE = 256
 MAX_CONNECTIONS = 8192
 # Header block (metadata) bytes a call may send: ours send a few dozen.
 MAX_METADATA_BYTES = 8 * 1024
-# A burst of at least this many calls is followed by a trim of the allocator once it is over.
+# A burst of at least this many calls (refused ones included) is followed by a trim of the
+# allocator once it is over.
 TRIM_AFTER = 256
 
 
@@ -129,7 +130,7 @@ class CallLimits(grpc.aio.ServerInterceptor):
         self._total = 0
         self.waiting = 0  # unary calls whose request has not arrived
         self.refused = 0
-        self._burst = 0  # the most calls open at once since the last trim
+        self._calls = 0  # calls since the last trim, refused ones included
         self._trim: Optional[asyncio.TimerHandle] = None
 
     async def intercept_service(
@@ -159,12 +160,12 @@ class CallLimits(grpc.aio.ServerInterceptor):
 
     async def _enter(self, context: grpc.aio.ServicerContext) -> str:
         source = source_of(context.peer())
+        self._calls += 1
         if self.open[source] >= MAX_CALLS_PER_SOURCE:
-            self.refused += 1
+            self._refuse()
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "too many calls from this address")
         self.open[source] += 1
         self._total += 1
-        self._burst = max(self._burst, self._total)
         return source
 
     def _leave(self, source: str) -> None:
@@ -172,11 +173,17 @@ class CallLimits(grpc.aio.ServerInterceptor):
         self._total -= 1
         if not self.open[source]:
             del self.open[source]
-        if not self._total and self._burst >= TRIM_AFTER:
-            self._schedule_trim()
+        self._after_call()
 
-    def _schedule_trim(self) -> None:
-        """Trim once the calls have stayed gone a moment: an attack comes in waves."""
+    def _refuse(self) -> None:
+        self.refused += 1
+        self._after_call()
+
+    def _after_call(self) -> None:
+        """Trim once a burst of calls is over and has stayed over for the handshake time:
+        an attack comes in waves, and a trim costs a walk over the heap."""
+        if self._total or self._calls < TRIM_AFTER:
+            return
         if self._trim is not None:
             self._trim.cancel()
         self._trim = asyncio.get_running_loop().call_later(self._handshake, self._trim_now)
@@ -184,13 +191,14 @@ class CallLimits(grpc.aio.ServerInterceptor):
     def _trim_now(self) -> None:
         self._trim = None
         if not self._total:
-            self._burst = 0
+            log.debug("%d calls since the last trim, %d refused: trimming the heap", self._calls, self.refused)
+            self._calls = 0
             trim_memory()
 
     async def _request(self, context: grpc.aio.ServicerContext) -> Any:
         """The one request of a unary call, within the handshake time."""
         if self.waiting >= MAX_WAITING:
-            self.refused += 1
+            self._refuse()
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "too many calls waiting for their request")
         self.waiting += 1
         try:

@@ -9,6 +9,11 @@ higher serial when it changes and four times per `advert_ttl` to show it is aliv
 announces nothing newer for `advert_ttl` (killed, cut off) is dropped, and one that stops
 says goodbye with a last record.
 
+What a node takes in depends on whom it comes from (core.adverts): the answers of its own
+seeds whole, since they relay the job; from any other node, in its calls or its answers,
+only the adverts of that node's own address, a bounded number of them; with a token, a
+signed call or answer whole and an unsigned call nothing.
+
 The seeds' names are resolved again at every exchange: a name with several addresses is
 several seeds, and the set may change while the job waits. A dual-stack node (its advert
 has an alternate address) talks to seeds and peers of both families.

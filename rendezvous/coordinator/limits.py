@@ -53,6 +53,8 @@ MAX_METADATA_BYTES = 8 * 1024
 # A burst of at least this many calls (refused ones included) is followed by a trim of the
 # allocator once it is over.
 TRIM_AFTER = 256
+# Resident memory grown by this much since the lowest seen is trimmed, whatever held it.
+TRIM_GROWTH = 16 * 1024 * 1024
 
 
 def raise_fd_limit() -> int:
@@ -87,9 +89,12 @@ def server_options(keepalive: float, handshake: float, fd_limit: int) -> list[tu
 def new_server(keepalive: float = Timings.keepalive, handshake: float = Timings.handshake) -> grpc.aio.Server:
     """A gRPC server with this module's limits; raises the descriptor limit first."""
     fd_limit = raise_fd_limit()
-    return grpc.aio.server(
-        options=server_options(keepalive, handshake, fd_limit), interceptors=(CallLimits(handshake),)
-    )
+    calls = CallLimits(handshake)
+    try:
+        asyncio.get_running_loop().call_later(handshake, calls.watch_memory)
+    except RuntimeError:
+        pass  # no loop yet: only bursts of calls trim
+    return grpc.aio.server(options=server_options(keepalive, handshake, fd_limit), interceptors=(calls,))
 
 
 _libc: Optional[Any] = None
@@ -109,6 +114,15 @@ def trim_memory() -> bool:
         return False
     _libc.malloc_trim(0)
     return True
+
+
+def rss_bytes() -> int:
+    """This process's resident memory (0 where /proc is missing)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * resource.getpagesize()
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def source_of(peer: str) -> str:
@@ -132,6 +146,7 @@ class CallLimits(grpc.aio.ServerInterceptor):
         self.refused = 0
         self._calls = 0  # calls since the last trim, refused ones included
         self._trim: Optional[asyncio.TimerHandle] = None
+        self._floor: Optional[int] = None  # resident bytes after the last trim, or the lowest seen
 
     async def intercept_service(
         self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
@@ -194,6 +209,21 @@ class CallLimits(grpc.aio.ServerInterceptor):
             log.debug("%d calls since the last trim, %d refused: trimming the heap", self._calls, self.refused)
             self._calls = 0
             trim_memory()
+
+    def watch_memory(self, every: Optional[float] = None) -> None:
+        """Trim when resident memory is TRIM_GROWTH above the lowest seen: idle connections
+        make no calls, and the buffers gRPC frees when it closes them stay with the
+        allocator until then. Looks every handshake time; twice as seldom after each trim
+        that freed nothing (memory really in use), up to 16 times."""
+        every = every or self._handshake
+        rss = rss_bytes()
+        self._floor = rss if self._floor is None else min(self._floor, rss)
+        if rss > self._floor + TRIM_GROWTH:
+            trim_memory()
+            after = rss_bytes()
+            log.debug("trimmed the heap: %d -> %d MiB resident", rss >> 20, after >> 20)
+            every = self._handshake if rss - after > TRIM_GROWTH // 4 else min(2 * every, 16 * self._handshake)
+        asyncio.get_running_loop().call_later(every, self.watch_memory, every)
 
     async def _request(self, context: grpc.aio.ServicerContext) -> Any:
         """The one request of a unary call, within the handshake time."""

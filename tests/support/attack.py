@@ -121,8 +121,11 @@ async def idle(endpoint: str, count: int, seconds: float) -> dict:
 
 
 def _alive(s: socket.socket) -> bool:
+    """Whether the server still holds the connection: what it sent is read, up to its end."""
     try:
-        return s.recv(1, socket.MSG_PEEK) != b""
+        while s.recv(65536):
+            pass
+        return False  # the end of the stream: closed by the server
     except BlockingIOError:
         return True
     except OSError:
@@ -156,8 +159,9 @@ async def held(endpoint: str, count: int, seconds: float, sources: list[str]) ->
 def _wait_connected(s: socket.socket, timeout: float = 5.0) -> bool:
     import select
 
-    _, writable, _ = select.select([], [s], [], timeout)
-    return bool(writable) and s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
+    poller = select.poll()  # select() cannot take descriptors above 1023
+    poller.register(s, select.POLLOUT)
+    return bool(poller.poll(timeout * 1000)) and s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
 
 
 def main(argv: list[str]) -> None:

@@ -67,24 +67,31 @@ async def exchange_flood(endpoint: str, job: str, adverts: int, per_call: int) -
     calls = [records[i:i + per_call] for i in range(0, len(records), per_call)]
     codes: dict[str, int] = {}
     took: list[float] = []
-    options = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
-    async with grpc.aio.insecure_channel(endpoint, options=options) as channel:
-        call = channel.unary_unary(EXCHANGE, request_serializer=pb.Adverts.SerializeToString, response_deserializer=pb.Adverts.FromString)
-        gate = asyncio.Semaphore(25)
+    # 8 calls per connection: the server refuses streams over its cap of 16 per connection
+    # that arrive before its settings do
+    options = [("grpc.max_receive_message_length", 64 * 1024 * 1024), ("grpc.use_local_subchannel_pool", 1)]
+    channels = [grpc.aio.insecure_channel(endpoint, options=options) for _ in range(4)]
+    gate = asyncio.Semaphore(25)
 
-        async def one(batch: list[pb.AdvertRecord]) -> None:
-            request = pb.Adverts(header=pb.Header(protocol_version=1, sender_node_id=secrets.token_hex(6)), adverts=batch)
-            async with gate:
-                started = time.monotonic()
-                try:
-                    await call(request, timeout=60)
-                    code = "OK"
-                except grpc.aio.AioRpcError as exc:
-                    code = exc.code().name
-                took.append(time.monotonic() - started)
-                codes[code] = codes.get(code, 0) + 1
+    async def one(n: int, batch: list[pb.AdvertRecord]) -> None:
+        call = channels[n % len(channels)].unary_unary(
+            EXCHANGE, request_serializer=pb.Adverts.SerializeToString, response_deserializer=pb.Adverts.FromString
+        )
+        request = pb.Adverts(header=pb.Header(protocol_version=1, sender_node_id=secrets.token_hex(6)), adverts=batch)
+        async with gate:
+            started = time.monotonic()
+            try:
+                await call(request, timeout=60)
+                code = "OK"
+            except grpc.aio.AioRpcError as exc:
+                code = exc.code().name
+            took.append(time.monotonic() - started)
+            codes[code] = codes.get(code, 0) + 1
 
-        await asyncio.gather(*map(one, calls))
+    try:
+        await asyncio.gather(*(one(n, batch) for n, batch in enumerate(calls)))
+    finally:
+        await asyncio.gather(*(c.close() for c in channels))
     took.sort()
     return {"calls": len(calls), "codes": codes, "median_s": took[len(took) // 2] if took else None,
             "max_s": took[-1] if took else None}

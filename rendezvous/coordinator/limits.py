@@ -263,11 +263,10 @@ class CallLimits(grpc.aio.ServerInterceptor):
         return behaviour
 
     def _unary_stream(self, method: Callable) -> Callable:
-        async def behaviour(requests: AsyncIterator, context: grpc.aio.ServicerContext) -> AsyncIterator:
+        async def behaviour(requests: AsyncIterator, context: grpc.aio.ServicerContext) -> None:
             source = await self._enter(context)
             try:
-                async for response in method(await self._request(context), context):
-                    yield response
+                await _respond(method(await self._request(context), context), context)
             finally:
                 self._leave(source)
 
@@ -284,16 +283,21 @@ class CallLimits(grpc.aio.ServerInterceptor):
         return behaviour
 
     def _stream(self, method: Callable) -> Callable:
-        async def behaviour(requests: AsyncIterator, context: grpc.aio.ServicerContext) -> Any:
+        async def behaviour(requests: AsyncIterator, context: grpc.aio.ServicerContext) -> None:
             source = await self._enter(context)
             try:
-                result = method(requests, context)
-                if hasattr(result, "__aiter__"):
-                    async for response in result:
-                        await context.write(response)
-                    return None
-                return await result
+                await _respond(method(requests, context), context)
             finally:
                 self._leave(source)
 
         return behaviour
+
+
+async def _respond(result: Any, context: grpc.aio.ServicerContext) -> None:
+    """Run a response-streaming method, written either way grpc.aio allows: an async
+    generator of responses, or a coroutine that writes them itself."""
+    if hasattr(result, "__aiter__"):
+        async for response in result:
+            await context.write(response)
+    else:
+        await result

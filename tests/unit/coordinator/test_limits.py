@@ -183,3 +183,27 @@ def test_with_a_token_an_unsigned_exchange_brings_nothing_in_and_a_signed_one_ev
             await server.stop(None)
 
     asyncio.run(main())
+
+
+def test_both_kinds_of_response_streams_pass_the_limits():
+    """Health's Watch writes its responses itself; FetchFiles is an async generator."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    async def main():
+        server, me, _ = await start()
+        try:
+            async with channel(me) as ch:
+                watch = health_pb2_grpc.HealthStub(ch).Watch(health_pb2.HealthCheckRequest(service=""), timeout=40 * TIMINGS.handshake)
+                first = await watch.read()
+                watch.cancel()
+                assert first.status == health_pb2.HealthCheckResponse.SERVING
+                fetch = ch.unary_stream("/rendezvous.v1.Rendezvous/FetchFiles", request_serializer=pb.FetchRequest.SerializeToString,
+                                        response_deserializer=bytes)
+                with pytest.raises(grpc.aio.AioRpcError) as failed:
+                    async for _ in fetch(pb.FetchRequest(header=pb.Header(protocol_version=1, job=JOB)), timeout=40 * TIMINGS.handshake):
+                        pass
+                assert failed.value.code() is grpc.StatusCode.FAILED_PRECONDITION  # no --sync-dir
+        finally:
+            await server.stop(None)
+
+    asyncio.run(main())

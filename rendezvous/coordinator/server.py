@@ -576,13 +576,14 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
 
 
 def bind_server(
-    host: str, port: int, keepalive: float = Timings.keepalive, also: Sequence[str] = ()
+    host: str, port: int, keepalive: float = Timings.keepalive, also: Sequence[str] = (),
+    handshake: float = Timings.handshake,
 ) -> tuple[grpc.aio.Server, int]:
     """Create a server bound to host:port (0 = any free port), and to the same port on the
     hosts `also` names (a dual-stack node's other address); return it and the bound port."""
     for name in (host, *also):
         check_port_free(name, port)
-    server = limits.new_server(keepalive)
+    server = limits.new_server(keepalive, handshake)
     for name in (host, *also):
         port = _add_port(server, name, port)
     return server, port

@@ -23,7 +23,7 @@ from ..core.view import Target
 from ..v1 import rendezvous_pb2 as pb
 from . import _auth, _wire
 from ._coordination import END, Coordination
-from ._limits import Guard
+from ._guard import Guard
 
 log = logging.getLogger(__name__)
 

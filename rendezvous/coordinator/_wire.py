@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import logging
 import math
+from itertools import islice
 from typing import Iterable, Optional
 
 from ..config.timings import Timings
 from ..core.admission import Header, Redirection
 from ..core.advert import MAX_EXPECT, PROTOCOL_VERSION, Advert, InvalidAdvert, Phase, decode_advert, validate_job
 from ..core.adverts import Gossip, Record
+from ..core.auth import AuthError, Keys
 from ..core.job import JobView, MemberView
 from ..core.manifest import FileEntry, Manifest, PreviousChief, SyncSummary
 from ..core.peer import Peer, parse_address
@@ -21,6 +23,7 @@ from ..core.size import Size
 from ..core.status import NodeStatus, printable
 from ..core.tf_config import Membership
 from ..v1 import rendezvous_pb2 as pb
+from . import _auth
 
 log = logging.getLogger(__name__)
 
@@ -354,13 +357,33 @@ def gossip_to_pb(gossip: Gossip, sender: str) -> pb.Adverts:
     )
 
 
-def gossip_from_pb(message: pb.Adverts) -> Gossip:
+def gossip_from_pb(message: pb.Adverts, source: Optional[str] = None) -> Gossip:
     """The valid records of an Exchange and its digest; invalid records are untrusted junk,
-    logged and left out, exactly like TXT records over mDNS."""
+    logged and left out, exactly like TXT records over mDNS. From an untrusted `source`,
+    only the records of its own address are read (core.adverts): a flood of others costs
+    no parsing."""
     records = []
-    for m in message.adverts[:MAX_RECORDS]:
+    adverts = message.adverts if source is None else (
+        m for m in message.adverts if m.address == source or m.txt.get("alt") == source
+    )
+    for m in islice(adverts, MAX_RECORDS):
         advert = advert_from_pb(m)
         if advert is not None:
             records.append(Record(advert, m.serial, m.goodbye))
-    known = dict(list(message.known.items())[:MAX_RECORDS])
-    return Gossip(tuple(records), known)
+    known = dict(islice(message.known.items(), MAX_RECORDS))
+    return Gossip(tuple(records), known, source)
+
+
+def exchange_in(request: pb.Adverts, keys: Optional[Keys], source: str) -> tuple[_auth.Signer, Gossip]:
+    """What an Exchange from `source` brings in, and the signer of its answer. Without a
+    token the sender is untrusted (core.adverts); with one, a request signed with it is
+    trusted whole and any other brings nothing in, though it is answered (unsigned), like
+    `rendezvous peers` without the token."""
+    if keys is None:
+        return _auth.Signer(None), gossip_from_pb(request, source)
+    try:
+        signer = _auth.open_request(keys, request)
+    except AuthError as exc:
+        log.debug("an Exchange from %s brings nothing in: %s", printable(source), exc)
+        return _auth.Signer(None), Gossip(known=dict(islice(request.known.items(), MAX_RECORDS)))
+    return signer, gossip_from_pb(request)

@@ -234,11 +234,19 @@ def open_channel(endpoint: str) -> grpc.aio.Channel:
     return grpc.aio.insecure_channel(endpoint, options=_wire.channel_options(keepalive=None))
 
 
-async def exchange(channel: grpc.aio.Channel, gossip: Gossip, sender: str, timeout: float) -> Gossip:
-    """Send `gossip` to the node behind `channel`; its answer. SessionLost if it does not
-    answer (or takes no part in unicast discovery)."""
+async def exchange(
+    channel: grpc.aio.Channel, gossip: Gossip, sender: str, timeout: float, keys: Optional[Keys] = None
+) -> Gossip:
+    """Send `gossip` to the node behind `channel`, signed with `keys` if given; its answer.
+    SessionLost if it does not answer (or takes no part in unicast discovery), or (with
+    `keys`) if its answer is not signed with them."""
+    signer, request = _auth.sign_request(keys, _wire.gossip_to_pb(gossip, sender))
     try:
-        response = await pb_grpc.RendezvousStub(channel).Exchange(_wire.gossip_to_pb(gossip, sender), timeout=timeout)
+        response = await pb_grpc.RendezvousStub(channel).Exchange(request, timeout=timeout)
     except grpc.aio.AioRpcError as exc:
         raise SessionLost(f"{exc.code().name} {exc.details()}") from None
+    try:
+        signer.open(response)
+    except AuthError as exc:
+        raise SessionLost(f"the answer is not signed with the job's token: {exc}") from None
     return _wire.gossip_from_pb(response)

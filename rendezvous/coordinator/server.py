@@ -2,7 +2,9 @@
 
 Every node serves Join; only the node that is the coordinator admits peers. The Join
 streams are served by `_join`, the round's decisions carried out by `_coordination`, its
-liveness watched by `_watchdog`, and callers kept within bounds by `_limits`.
+liveness watched by `_watchdog`; callers are kept within bounds by `_guard` (Join streams
+per address, rate-limited warnings) and, before any authentication, by `limits`
+(connections, calls per source, request sizes, memory).
 """
 
 from __future__ import annotations
@@ -29,10 +31,10 @@ from ..core.view import Target
 from ..host.ports import check_port_free
 from ..v1 import rendezvous_pb2 as pb
 from ..v1 import rendezvous_pb2_grpc as pb_grpc
-from . import _auth, _wire
+from . import _auth, _wire, limits
 from ._coordination import Coordination
 from ._join import JoinStreams, check_header
-from ._limits import Guard, source_of
+from ._guard import Guard, source_of
 from .transfer import FileSource
 
 log = logging.getLogger(__name__)
@@ -101,7 +103,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
             self._c.redirect_all(f"peer {target.endpoint} is lower", "a peer with a lower address is the coordinator", target.peer)
 
     async def Join(self, request_iterator, context: grpc.aio.ServicerContext) -> None:  # noqa: N802
-        """One peer's stream. A bounded number at a time from one address (_limits)."""
+        """One peer's stream. A bounded number at a time from one address (_guard)."""
         source = source_of(context)
         if self._guard.full(source):
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "too many streams from this address")
@@ -179,20 +181,22 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "not a list of adverts")
         if request.header.protocol_version != PROTOCOL_VERSION:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"this node speaks protocol {PROTOCOL_VERSION}")
-        answer = self._exchange(_wire.gossip_from_pb(request)) if self._exchange is not None else None
+        signer, gossip = _wire.exchange_in(request, self._keys, source_of(context))
+        answer = self._exchange(gossip) if self._exchange is not None else None
         if answer is None:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this node does not use unicast discovery (--discovery mdns)")
-        return _wire.gossip_to_pb(answer, self._c.me.node_id)
+        return signer.seal(_wire.gossip_to_pb(answer, self._c.me.node_id))
 
 
 def bind_server(
-    host: str, port: int, keepalive: float = Timings.keepalive, also: Sequence[str] = ()
+    host: str, port: int, keepalive: float = Timings.keepalive, also: Sequence[str] = (),
+    handshake: float = Timings.handshake,
 ) -> tuple[grpc.aio.Server, int]:
     """Create a server bound to host:port (0 = any free port), and to the same port on the
     hosts `also` names (a dual-stack node's other address); return it and the bound port."""
     for name in (host, *also):
         check_port_free(name, port)
-    server = grpc.aio.server(options=_wire.server_options(keepalive))
+    server = limits.new_server(keepalive, handshake)
     for name in (host, *also):
         port = _add_port(server, name, port)
     return server, port

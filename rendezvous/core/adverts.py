@@ -6,6 +6,13 @@ carries a `serial` its node raises each time it announces: the highest serial of
 wins, and a serial that rose is a sign of life. A node that says goodbye announces a last
 record marked `goodbye`; that record spreads like any other so that the node is dropped
 everywhere, and is forgotten after `ttl` like a node that stopped announcing.
+
+Anyone who reaches a node's port can send it records. Without a token a record is only
+taken from its own node (the sender's address is the advert's: `admit`), at most
+MAX_PER_ADDRESS nodes per address, and from the answers of the node's own seeds, which
+relay the job; never second hand from anyone else, so that a flood of forged adverts
+brings a bounded number of nodes in, each at the address that sent it. With a token, an
+Exchange signed with it is trusted whole, and an unsigned one brings nothing in.
 """
 
 from __future__ import annotations
@@ -14,6 +21,13 @@ from typing import Iterable, Mapping, Optional
 
 from .advert import Advert
 from .record import field, record, replace
+from .size import MAX_PEERS
+
+# Nodes one address may announce for itself at once: a host runs a daemon per job, and a
+# daemon that restarts is a new node until its last record expires.
+MAX_PER_ADDRESS = 16
+# Nodes a store holds at most: twice the largest job, so that jobs sharing seeds fit.
+MAX_NODES = 2 * MAX_PEERS
 
 
 @record
@@ -36,6 +50,9 @@ class Gossip:
 
     records: tuple[Record, ...] = ()
     known: Mapping[str, int] = field(default_factory=dict)
+    # The sender's address when it is not trusted (`AdvertStore.admit`); None when it is:
+    # one of this node's seeds, or a sender that signed with the job's token.
+    source: Optional[str] = None
 
 
 @record
@@ -64,11 +81,29 @@ class AdvertStore:
         """What to send a node that sent `gossip` (merged already): what it lacks."""
         return Gossip(tuple(self.newer_than(gossip.known)), self.digest())
 
+    def admit(self, records: Iterable[Record], source: str) -> list[Record]:
+        """The records an untrusted sender at address `source` may bring in: those its own
+        node announces from there, for at most MAX_PER_ADDRESS nodes of that address."""
+        held = sum(1 for e in self.entries.values() if _speaks_for(e.record.advert, source))
+        admitted = []
+        for record in records:
+            if not _speaks_for(record.advert, source):
+                continue
+            if record.node_id not in self.entries:
+                if held >= MAX_PER_ADDRESS:
+                    continue
+                held += 1
+            admitted.append(record)
+        return admitted
+
     def merge(self, records: Iterable[Record], now: float) -> Changes:
-        """Keep each record newer than what is known of its node; report what changed."""
+        """Keep each record newer than what is known of its node, of at most MAX_NODES
+        nodes; report what changed."""
         entries = dict(self.entries)
         for record in records:
             known = entries.get(record.node_id)
+            if known is None and len(entries) >= MAX_NODES:
+                continue
             if known is None or known.record.serial < record.serial:
                 entries[record.node_id] = Entry(record, now)
         merged = replace(self, entries=entries)
@@ -107,3 +142,8 @@ class AdvertStore:
     def adverts(self) -> list[Advert]:
         """The nodes that are there: every advert but those that said goodbye."""
         return [e.record.advert for e in self.entries.values() if not e.record.goodbye]
+
+
+def _speaks_for(advert: Advert, source: str) -> bool:
+    """Whether a record sent from address `source` comes from the node it describes."""
+    return str(advert.peer.address) == source or (advert.alternate is not None and str(advert.alternate) == source)

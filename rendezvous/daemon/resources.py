@@ -184,6 +184,7 @@ def bind_resources(
 
     sync = SyncDir(sync_root, config.sync_max_bytes) if sync_root else None
     discovery = make_discovery(address, views.view.me, on_discovery)
+    discovery.use_keys(keys)
     service = coordinator_service(config, me, target, status, keys, sync, discovery, on_discovery)
     timings = config.timings
     confirmer = Confirmer(views, keys, timings.resolve_timeout, timings.suspect_after, timings.confirm_hedge)
@@ -215,13 +216,13 @@ def _bind(addresses: list[IPAddress], config: JoinConfig) -> tuple[grpc.aio.Serv
     another daemon of this host (another job) holds that one."""
     host, *also = (f"[{a}]" if a.version == 6 else str(a) for a in addresses)
     if config.port is not None:
-        return bind_server(host, config.port, config.timings.keepalive, also)
+        return bind_server(host, config.port, config.timings.keepalive, also, config.timings.handshake)
     try:
-        return bind_server(host, DEFAULT_PORT, config.timings.keepalive, also)
+        return bind_server(host, DEFAULT_PORT, config.timings.keepalive, also, config.timings.handshake)
     except OSError as exc:
         log.warning("port %d is taken (%s): listening on a free port instead; seeds naming this "
                     "host must give it", DEFAULT_PORT, exc)
-        return bind_server(host, 0, config.timings.keepalive, also)
+        return bind_server(host, 0, config.timings.keepalive, also, config.timings.handshake)
 
 
 async def run_all(*steps: tuple[str, Optional[Callable[[], object]]]) -> None:

@@ -14,6 +14,7 @@ from typing import Callable, Optional
 
 from ..core.advert import Advert
 from ..core.adverts import Gossip
+from ..core.auth import Keys
 from ..core.peer import IPAddress
 # The events are plain data, defined beside the view that applies them (`PeerView.apply`).
 from ..core.view import DiscoveryEvent, Gone, Hinted, Seen  # noqa: F401
@@ -47,6 +48,10 @@ class Discovery:
         """Another node sent what it knows over gRPC (unicast discovery): what it lacks, or
         None when this discovery does not gossip."""
         return None
+
+    def use_keys(self, keys: Optional[Keys]) -> None:
+        """The job's token keys, to sign what this discovery sends over gRPC (unicast)
+        and check the answers. Nothing by default."""
 
     def ask_again(self) -> None:
         """This node has not seen its whole job yet: ask for the nodes not heard of, where

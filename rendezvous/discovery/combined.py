@@ -13,6 +13,7 @@ from typing import Callable, Optional, Sequence
 from ..config.timings import Timings
 from ..core.advert import Advert
 from ..core.adverts import Gossip
+from ..core.auth import Keys
 from ..core.peer import IPAddress
 from ..core.seeds import Seed
 from . import Discovery, DiscoveryEvent, DiscoveryFactory
@@ -37,6 +38,10 @@ class Combined(Discovery):
     def exchange(self, gossip: Gossip) -> Optional[Gossip]:
         answers = [a for a in (p.exchange(gossip) for p in self._parts) if a is not None]
         return answers[0] if answers else None
+
+    def use_keys(self, keys: Optional[Keys]) -> None:
+        for part in self._parts:
+            part.use_keys(keys)
 
     def ask_again(self) -> None:
         for part in self._parts:

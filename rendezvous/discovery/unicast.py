@@ -9,6 +9,11 @@ higher serial when it changes and four times per `advert_ttl` to show it is aliv
 announces nothing newer for `advert_ttl` (killed, cut off) is dropped, and one that stops
 says goodbye with a last record.
 
+What a node takes in depends on whom it comes from (core.adverts): the answers of its own
+seeds whole, since they relay the job; from any other node, in its calls or its answers,
+only the adverts of that node's own address, a bounded number of them; with a token, a
+signed call or answer whole and an unsigned call nothing.
+
 The seeds' names are resolved again at every exchange: a name with several addresses is
 several seeds, and the set may change while the job waits. Each lookup runs in a thread of
 its own (the system's resolver may wait seconds for a DNS server) and is awaited for half a
@@ -36,6 +41,7 @@ from ..config.timings import Timings
 from ..coordinator import SessionLost, exchange, open_channel
 from ..core.advert import Advert
 from ..core.adverts import AdvertStore, Changes, Gossip, Record
+from ..core.auth import Keys
 from ..core.peer import IPAddress
 from ..core.seeds import Seed
 from . import Discovery, DiscoveryEvent, Gone, Seen, deliver
@@ -125,6 +131,7 @@ class UnicastDiscovery(Discovery):
         self._wake = asyncio.Event()
         self._changed = False  # whether an advert came, changed or went since the flag was cleared
         self._task: Optional[asyncio.Task] = None
+        self._keys: Optional[Keys] = None
 
     # -- Discovery ---------------------------------------------------------------------
 
@@ -157,9 +164,14 @@ class UnicastDiscovery(Discovery):
         channels, self._channels = self._channels, {}
         await asyncio.gather(*(c.close() for c in channels.values()), return_exceptions=True)
 
+    def use_keys(self, keys: Optional[Keys]) -> None:
+        self._keys = keys
+
     def exchange(self, gossip: Gossip) -> Gossip:
-        """A node sent what it knows: keep what is newer, answer with what it lacks."""
-        self._apply(self._store.merge(gossip.records, time.monotonic()))
+        """A node sent what it knows: keep what is newer and may come from it
+        (`AdvertStore.admit`), answer with what it lacks."""
+        records = gossip.records if gossip.source is None else self._store.admit(gossip.records, gossip.source)
+        self._apply(self._store.merge(records, time.monotonic()))
         return self._store.answer(gossip)
 
     # -- gossip --------------------------------------------------------------------------
@@ -258,13 +270,15 @@ class UnicastDiscovery(Discovery):
         theirs = self._digests.get(endpoint, {})
         gossip = Gossip(tuple(self._store.newer_than(theirs)), self._store.digest())
         try:
-            answer = await exchange(channel, gossip, self._sender, self._timings.gossip_interval)
+            answer = await exchange(channel, gossip, self._sender, self._timings.gossip_interval, self._keys)
         except SessionLost as exc:
             log.debug("exchange with %s failed: %s", endpoint, exc)
             self._digests.pop(endpoint, None)  # it may come back with nothing: tell it all
             return
         self._digests[endpoint] = answer.known
-        self._apply(self._store.merge(answer.records, time.monotonic()))
+        # A seed relays the job; any other node only speaks for itself (core.adverts).
+        records = answer.records if endpoint in self._seed_endpoints else self._store.admit(answer.records, _host(endpoint))
+        self._apply(self._store.merge(records, time.monotonic()))
 
     def _apply(self, changes: Changes) -> None:
         self._store = changes.store
@@ -274,3 +288,8 @@ class UnicastDiscovery(Discovery):
         self._changed = self._changed or bool(events)
         for event in events:
             deliver(self._on_event, event)
+
+
+def _host(endpoint: str) -> str:
+    """The address of `host:port` or `[host]:port`."""
+    return endpoint.rsplit(":", 1)[0].strip("[]")

@@ -282,7 +282,7 @@ def test_a_job_forms_while_junk_hits_the_coordinators_port(tmp_path):
 def test_warnings_are_rate_limited_per_kind_and_address(caplog):
     import logging
 
-    from rendezvous.coordinator._limits import RateLimitedWarnings
+    from rendezvous.coordinator._guard import RateLimitedWarnings
 
     logger = logging.getLogger("test.warnings")
     warnings = RateLimitedWarnings(logger, interval=60)

@@ -123,3 +123,37 @@ def test_goodbyes_are_in_the_digest_so_that_they_are_not_sent_back():
     left = store(Record(A, 2, goodbye=True))
     assert left.digest() == {A.node_id: 2}
     assert left.newer_than({A.node_id: 1}) == [Record(A, 2, goodbye=True)]
+
+
+# -- untrusted senders -----------------------------------------------------------------------
+
+
+def at(address: str, n: int, alternate: str | None = None) -> Advert:
+    peer = Peer(node_id=f"{n:012x}", address=ipaddress.ip_address(address), port=29630, tf_port=9000)
+    alt = ipaddress.ip_address(alternate) if alternate else None
+    return Advert(peer=peer, job="job", expect=Size.fixed(3), alternate=alt)
+
+
+def test_an_untrusted_sender_brings_in_only_its_own_adverts():
+    relayed, own = Record(at("10.0.0.9", 1), 1), Record(at("10.0.0.5", 2), 1)
+    dual = Record(at("fd00::5", 3, alternate="10.0.0.5"), 1)
+    assert AdvertStore(TTL).admit([relayed, own, dual], "10.0.0.5") == [own, dual]
+
+
+def test_an_address_speaks_for_at_most_max_per_address_nodes_and_newer_records_of_them_pass():
+    from rendezvous.core.adverts import MAX_PER_ADDRESS
+
+    mine = [Record(at("10.0.0.5", n), 1) for n in range(MAX_PER_ADDRESS + 3)]
+    admitted = AdvertStore(TTL).admit(mine, "10.0.0.5")
+    assert admitted == mine[:MAX_PER_ADDRESS]
+    full = AdvertStore(TTL).merge(admitted, 0.0).store
+    newer = Record(mine[0].advert, 2)
+    assert full.admit([newer, mine[-1]], "10.0.0.5") == [newer]
+
+
+def test_a_store_holds_at_most_max_nodes_nodes(monkeypatch):
+    from rendezvous.core import adverts
+
+    monkeypatch.setattr(adverts, "MAX_NODES", 3)
+    merged = AdvertStore(TTL).merge([Record(advert(n), 1) for n in range(1, 6)], 0.0)
+    assert len(merged.store.entries) == 3 and len(merged.seen) == 3

@@ -1,0 +1,304 @@
+"""What anyone who reaches a daemon's port may hold before proving anything.
+
+Every node serves on a port any host of the network can reach, and a request is only
+checked (job, token, claimed address) once it has arrived whole. Until then a caller holds
+a connection (a descriptor), a call (memory in gRPC and a task here) or both. So:
+
+* connections: the descriptor limit is raised to its hard limit at start, connections in
+  total are capped below it (`grpc.max_allowed_incoming_connections`), one that does not
+  finish the HTTP/2 handshake in time is closed (`grpc.server_handshake_timeout_ms`) and one
+  with no call open is closed after a while (`_wire.MAX_IDLE_MS`). gRPC has no cap of
+  connections per source address: calls per source are capped instead (below), and a
+  connection that carries none is closed by the idle limit;
+* calls: at most MAX_CALLS_PER_SOURCE open calls from one address, of every RPC, and a
+  unary request must arrive whole within the handshake time. gRPC only runs a unary
+  method once its request has arrived, so such calls are served as streams here: they are
+  counted, and timed, from the moment they open;
+* memory: headers and messages are bounded in size, and once a burst of calls is over the
+  C allocator is asked to give freed memory back (`trim_memory`), which glibc otherwise
+  keeps in its arenas.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import resource
+from collections import Counter
+from typing import Any, AsyncIterator, Awaitable, Callable, Optional
+
+import grpc
+
+from ..config.timings import Timings
+from ..core.peer import parse_grpc_peer
+from . import _wire
+
+log = logging.getLogger(__name__)
+
+# Open calls from one address at most, of every RPC: a node holds a Join stream and a few
+# short calls, a host runs a few nodes. (Join streams have their own, lower cap.)
+MAX_CALLS_PER_SOURCE = 128
+# Unary calls waiting for their request at most, from all addresses: an honest request
+# arrives in one packet, so this many waiting means someone holds them.
+MAX_WAITING = 1024
+# Descriptors kept free of connections: the node's own files, channels and the command's pipes.
+FD_RESERVE = 256
+# Connections at most, whatever the descriptor limit: twice the largest job, each member
+# holding one to its coordinator.
+MAX_CONNECTIONS = 8192
+# Header block (metadata) bytes a call may send: ours send a few dozen.
+MAX_METADATA_BYTES = 8 * 1024
+# Bytes a connection reads at a time (see `server_options`).
+READ_CHUNK_BYTES = 2048
+# A burst of at least this many calls (refused ones included) is followed by a trim of the
+# allocator once it is over.
+TRIM_AFTER = 256
+# Resident memory grown by this much since the lowest seen is trimmed, whatever held it.
+TRIM_GROWTH = 16 * 1024 * 1024
+
+
+def raise_fd_limit() -> int:
+    """Raise this process's soft descriptor limit to its hard limit; the soft limit now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft == hard:
+        return soft if soft != resource.RLIM_INFINITY else MAX_CONNECTIONS + FD_RESERVE
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError) as exc:
+        log.debug("cannot raise the descriptor limit from %d to %d: %s", soft, hard, exc)
+        return soft
+    return hard
+
+
+def max_connections(fd_limit: int) -> int:
+    """Connections in total at most under a descriptor limit of `fd_limit`."""
+    return max(16, min(MAX_CONNECTIONS, fd_limit - FD_RESERVE))
+
+
+def server_options(keepalive: float, handshake: float, fd_limit: int) -> list[tuple[str, int]]:
+    ms = max(1, int(handshake * 1000))
+    return [
+        *_wire.server_options(keepalive),
+        ("grpc.max_allowed_incoming_connections", max_connections(fd_limit)),
+        ("grpc.server_handshake_timeout_ms", ms),
+        ("grpc.max_metadata_size", MAX_METADATA_BYTES),
+        ("grpc.absolute_max_metadata_size", 2 * MAX_METADATA_BYTES),
+        # Requests are small: reading them in small chunks keeps what each connection
+        # holds small, and what stays with the allocator once it is closed (3,000 idle
+        # connections left 23 MB behind with the defaults, 13.5 MB with these).
+        ("grpc.experimental.tcp_read_chunk_size", READ_CHUNK_BYTES),
+        ("grpc.experimental.tcp_min_read_chunk_size", 256),
+        ("grpc.experimental.tcp_max_read_chunk_size", READ_CHUNK_BYTES),
+    ]
+
+
+def new_server(keepalive: float = Timings.keepalive, handshake: float = Timings.handshake) -> grpc.aio.Server:
+    """A gRPC server with this module's limits; raises the descriptor limit first."""
+    fd_limit = raise_fd_limit()
+    calls = CallLimits(handshake)
+    calls.floor = rss_bytes()  # before anyone could connect
+    try:
+        asyncio.get_running_loop().call_later(handshake, calls.watch_memory)
+    except RuntimeError:
+        pass  # no loop yet: only bursts of calls trim
+    return grpc.aio.server(options=server_options(keepalive, handshake, fd_limit), interceptors=(calls,))
+
+
+_libc: Any = None
+
+
+def trim_memory() -> bool:
+    """Give the C heap's free memory back to the system (glibc's malloc_trim); False
+    where there is no such call."""
+    global _libc
+    if _libc is None:
+        import ctypes  # first use only: a daemon that is never attacked needn't load ctypes.util
+        import ctypes.util
+
+        try:
+            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            _libc.malloc_trim.argtypes = [ctypes.c_size_t]
+        except (OSError, AttributeError):
+            _libc = False
+    if not _libc:
+        return False
+    _libc.malloc_trim(0)
+    return True
+
+
+def rss_bytes() -> int:
+    """This process's resident memory (0 where /proc is missing)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * resource.getpagesize()
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def source_of(peer: str) -> str:
+    """The address in gRPC's name of a caller (`ipv4:10.0.0.1:5000`), without the port."""
+    try:
+        return str(parse_grpc_peer(peer))
+    except ValueError:
+        return peer
+
+
+class CallLimits(grpc.aio.ServerInterceptor):
+    """Counts open calls per source address and refuses those over MAX_CALLS_PER_SOURCE with
+    RESOURCE_EXHAUSTED; serves unary requests as streams so that a request that never
+    arrives is counted, and ended after `handshake` seconds."""
+
+    def __init__(self, handshake: float) -> None:
+        self._handshake = handshake
+        self.open: Counter[str] = Counter()  # open calls by source address
+        self._total = 0
+        self.waiting = 0  # unary calls whose request has not arrived
+        self.refused = 0
+        self._calls = 0  # calls since the last trim, refused ones included
+        self._trim: Optional[asyncio.TimerHandle] = None
+        self.floor: Optional[int] = None  # the lowest resident bytes seen
+
+    async def intercept_service(
+        self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if handler is None:
+            return handler
+        if handler.request_streaming and handler.response_streaming:
+            return grpc.stream_stream_rpc_method_handler(
+                self._stream(handler.stream_stream), handler.request_deserializer, handler.response_serializer
+            )
+        if handler.request_streaming:
+            return grpc.stream_unary_rpc_method_handler(
+                self._unary(handler.stream_unary), handler.request_deserializer, handler.response_serializer
+            )
+        if handler.response_streaming:
+            return grpc.stream_stream_rpc_method_handler(
+                self._unary_stream(handler.unary_stream), handler.request_deserializer, handler.response_serializer
+            )
+        return grpc.stream_unary_rpc_method_handler(
+            self._unary_unary(handler.unary_unary), handler.request_deserializer, handler.response_serializer
+        )
+
+    # -- counting --------------------------------------------------------------------
+
+    async def _enter(self, context: grpc.aio.ServicerContext) -> str:
+        source = source_of(context.peer())
+        self._calls += 1
+        if self.open[source] >= MAX_CALLS_PER_SOURCE:
+            self._refuse()
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "too many calls from this address")
+        self.open[source] += 1
+        self._total += 1
+        return source
+
+    def _leave(self, source: str) -> None:
+        self.open[source] -= 1
+        self._total -= 1
+        if not self.open[source]:
+            del self.open[source]
+        self._after_call()
+
+    def _refuse(self) -> None:
+        self.refused += 1
+        self._after_call()
+
+    def _after_call(self) -> None:
+        """Trim once a burst of calls is over and has stayed over for the handshake time:
+        an attack comes in waves, and a trim costs a walk over the heap."""
+        if self._total or self._calls < TRIM_AFTER:
+            return
+        if self._trim is not None:
+            self._trim.cancel()
+        self._trim = asyncio.get_running_loop().call_later(self._handshake, self._trim_now)
+
+    def _trim_now(self) -> None:
+        self._trim = None
+        if not self._total:
+            log.debug("%d calls since the last trim, %d refused: trimming the heap", self._calls, self.refused)
+            self._calls = 0
+            trim_memory()
+
+    def watch_memory(self, every: Optional[float] = None) -> None:
+        """Trim when resident memory is TRIM_GROWTH above the lowest seen: idle connections
+        make no calls, and the buffers gRPC frees when it closes them stay with the
+        allocator until then. Looks every handshake time; twice as seldom after each trim
+        that freed nothing (memory really in use), up to 16 times."""
+        every = every or self._handshake
+        rss = rss_bytes()
+        self.floor = rss if self.floor is None else min(self.floor, rss)
+        if rss > self.floor + TRIM_GROWTH:
+            trim_memory()
+            after = rss_bytes()
+            log.debug("trimmed the heap: %d -> %d MiB resident", rss >> 20, after >> 20)
+            every = self._handshake if rss - after > TRIM_GROWTH // 4 else min(2 * every, 16 * self._handshake)
+        asyncio.get_running_loop().call_later(every, self.watch_memory, every)
+
+    async def _request(self, context: grpc.aio.ServicerContext) -> Any:
+        """The one request of a unary call, within the handshake time."""
+        if self.waiting >= MAX_WAITING:
+            self._refuse()
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "too many calls waiting for their request")
+        self.waiting += 1
+        try:
+            request = await asyncio.wait_for(context.read(), self._handshake)
+        except asyncio.TimeoutError:
+            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "the request did not arrive in time")
+        finally:
+            self.waiting -= 1
+        if request is grpc.aio.EOF:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no request")
+        return request
+
+    # -- the four kinds of RPC ---------------------------------------------------------
+
+    def _unary_unary(self, method: Callable) -> Callable:
+        async def behaviour(requests: AsyncIterator, context: grpc.aio.ServicerContext) -> Any:
+            source = await self._enter(context)
+            try:
+                return await method(await self._request(context), context)
+            finally:
+                self._leave(source)
+
+        return behaviour
+
+    def _unary_stream(self, method: Callable) -> Callable:
+        async def behaviour(requests: AsyncIterator, context: grpc.aio.ServicerContext) -> None:
+            source = await self._enter(context)
+            try:
+                await _respond(method(await self._request(context), context), context)
+            finally:
+                self._leave(source)
+
+        return behaviour
+
+    def _unary(self, method: Callable) -> Callable:
+        async def behaviour(requests: AsyncIterator, context: grpc.aio.ServicerContext) -> Any:
+            source = await self._enter(context)
+            try:
+                return await method(requests, context)
+            finally:
+                self._leave(source)
+
+        return behaviour
+
+    def _stream(self, method: Callable) -> Callable:
+        async def behaviour(requests: AsyncIterator, context: grpc.aio.ServicerContext) -> None:
+            source = await self._enter(context)
+            try:
+                await _respond(method(requests, context), context)
+            finally:
+                self._leave(source)
+
+        return behaviour
+
+
+async def _respond(result: Any, context: grpc.aio.ServicerContext) -> None:
+    """Run a response-streaming method, written either way grpc.aio allows: an async
+    generator of responses, or a coroutine that writes them itself."""
+    if hasattr(result, "__aiter__"):
+        async for response in result:
+            await context.write(response)
+    else:
+        await result

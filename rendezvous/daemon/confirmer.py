@@ -31,8 +31,11 @@ log = logging.getLogger(__name__)
 
 # Nodes asked at once at most: a flood of forged adverts costs a bounded number of calls.
 MAX_PROBES = 8
-# A node that does not answer is asked again after the interval, doubled at every further
-# silence up to this many intervals.
+# A node never confirmed that does not answer is asked again after the interval, doubled at
+# every further silence up to this many intervals: forged adverts cost ever fewer calls. A
+# node that answered before (a coordinator cut off for a while) is asked every interval, so
+# it is a candidate again within one interval of its coming back; a fresh advert of either
+# is asked at once.
 MAX_BACKOFF = 8
 
 
@@ -47,6 +50,7 @@ class Confirmer:
         self._started: dict[str, float] = {}  # node id -> loop time its ask in flight started
         self._next_ask: dict[str, float] = {}  # node id -> loop time it may be asked again
         self._backoff: dict[str, float] = {}  # node id -> its wait after its last silence
+        self._asked: dict[str, Advert] = {}  # node id -> the advert last asked about
         self._timer: Optional[asyncio.TimerHandle] = None
         self._closed = False
 
@@ -60,12 +64,16 @@ class Confirmer:
         view = self._views.view
         wanted = view.unconfirmed(now)
         needed = {a.node_id for a in wanted}
-        for mapping in (self._next_ask, self._backoff):  # forget nodes that need no asking
+        for mapping in (self._next_ask, self._backoff, self._asked):  # forget nodes that need no asking
             for node_id in set(mapping) - needed:
                 del mapping[node_id]
         due = []
         for advert in wanted:
             node_id = advert.node_id
+            fresh = self._asked.get(node_id, advert) != advert
+            if fresh:  # it announced itself anew: no wait left over from its old advert
+                self._next_ask.pop(node_id, None)
+                self._backoff.pop(node_id, None)
             if node_id not in self._tasks and self._next_ask.get(node_id, now) > now:
                 later.append(self._next_ask[node_id])
             else:
@@ -93,6 +101,7 @@ class Confirmer:
         """Ask the advertised node's Status once; when to ask again if its advert still
         needs it. (An advert that changed meanwhile is asked again at the next kick.)"""
         node_id, view = advert.node_id, self._views.view
+        self._asked[node_id] = advert
         try:
             status = await fetch_status(advert.peer.endpoint, self._timeout, self._keys, caller=view.me)
         except StatusUntrusted as exc:
@@ -100,8 +109,11 @@ class Confirmer:
             return
         except NoDaemonError as exc:
             log.debug("cannot confirm the advert of %s yet: %s", advert.peer.describe(), exc)
-            wait = self._backoff[node_id] = min(2 * self._backoff.get(node_id, self._interval / 2),
-                                                MAX_BACKOFF * self._interval)
+            if node_id in view.confirmed:  # it answered before: ask as often as documented
+                wait = self._interval
+            else:
+                wait = self._backoff[node_id] = min(2 * self._backoff.get(node_id, self._interval / 2),
+                                                    MAX_BACKOFF * self._interval)
             self._next_ask[node_id] = asyncio.get_running_loop().time() + wait
             self._views.update(self._views.view.unanswered(node_id))
             return

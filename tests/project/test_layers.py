@@ -216,11 +216,6 @@ def package_sources() -> dict[str, str]:
 KNOWN: dict[tuple[str, str, str], str] = {
     ("rendezvous/daemon/joiner.py", "class-size", "Joiner"):
         "332 lines: the member's silence and pause accounting is moving into core/member.py",
-    ("rendezvous/core/round.py", "module-size", ""):
-        "472 lines: over the limit with no split under way yet; the round's admission rules "
-        "may move out of it",
-    ("rendezvous/host/address.py", "module-size", ""):
-        "484 lines: over the limit with no split under way yet",
 }
 
 

@@ -34,7 +34,7 @@ from ..coordinator import transfer
 from ..coordinator.local import JoinHandler
 from ..errors import MembershipError
 from ..launch.launcher import Launcher
-from ..launch.follower import ProgressFollower, create_progress_file
+from .relay import ProgressRelay
 from .resources import Seat
 from .viewholder import ViewHolder
 
@@ -79,12 +79,10 @@ class Joiner:
         self._previous = previous  # --sync-dir: the chief of the last round that ran
         self.session: Optional[JoinSession] = None
         self._beats: Optional[asyncio.Task] = None
-        self._on_progress = on_progress
-        self._follower: Optional[ProgressFollower] = None
-        self._progressed = asyncio.Event()
-        self._sender: Optional[asyncio.Task] = None
-        self._syncing: Optional[asyncio.Task] = None
         timings = config.timings
+        self._progress = ProgressRelay(seat.progress_dir, timings.progress_poll, timings.progress_send,
+                                       on_progress)
+        self._syncing: Optional[asyncio.Task] = None
         self.state = Member(seat.me(), timings.suspect_after, liveness_timeout=config.liveness_timeout,
                             syncs=seat.sync is not None)
 
@@ -113,19 +111,18 @@ class Joiner:
 
     @property
     def progress(self) -> Optional[Progress]:
-        return self._follower.latest if self._follower else None
+        return self._progress.latest
 
     async def close(self) -> None:
-        for task in (self._beats, self._sender):
-            if task is not None:
-                task.cancel()
+        if self._beats is not None:
+            self._beats.cancel()
         self._beats = None
+        self._progress.stop_sending()
         if self._syncing is not None:  # the round ended while this node pulled a copy
             self._syncing.cancel()
             await asyncio.gather(self._syncing, return_exceptions=True)  # DIR as it was
             self._syncing = None
-        if self._follower is not None:
-            await self._follower.close()
+        await self._progress.close()
         if self.session is not None:
             await self.session.close()
             self.session = None
@@ -263,10 +260,7 @@ class Joiner:
         """Arm the command with its environment, then confirm the list by its digest."""
         node_id = self._seat.me().node_id
         env = launch_environment(membership, node_id)
-        if self._follower is None:
-            path = create_progress_file(self._seat.progress_dir, node_id)
-            self._follower = ProgressFollower(path, self._config.timings.progress_poll, self._progressed_to)
-        env[PROGRESS_VARIABLE] = str(self._follower.path)
+        env[PROGRESS_VARIABLE] = str(self._progress.path(node_id))
         log.info(
             "round %d frozen: worker %d of %d, coordinator %s, TF_CONFIG=%s",
             membership.round, membership.rank_of(node_id), membership.world_size,
@@ -329,26 +323,8 @@ class Joiner:
         # of the start instant.
         self._launcher.fire(time.time() + delay)
         self._enter(Phase.RUNNING, membership)
-        if self._follower is not None:
-            self._follower.start()
-            self._sender = asyncio.create_task(self._send_progress(), name="send-progress")
-
-    def _progressed_to(self, progress: Progress) -> None:
-        self._progressed.set()
-        self._on_progress(progress)
-
-    async def _send_progress(self) -> None:
-        """The latest progress to the coordinator, at most once per `progress_send`."""
-        while True:
-            await self._progressed.wait()
-            self._progressed.clear()
-            if self.session is None or self.progress is None:
-                return
-            try:
-                await self.session.progress(self.progress)
-            except SessionLost:
-                return  # the read side reports the lost coordinator
-            await asyncio.sleep(self._config.timings.progress_send)
+        assert self.session is not None
+        self._progress.start(self.session)
 
     def _suspect(self, peer: Peer) -> None:
         """The confirmer then asks its Status again, as for any unconfirmed advert, and its

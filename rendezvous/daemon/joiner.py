@@ -23,19 +23,19 @@ from ..core import member as machine
 from ..core.advert import Phase
 from ..core.manifest import PreviousChief, SyncSummary
 from ..core.auth import Keys
-from ..core.member import Listening, Member, MemberAction, MemberEvent, RoundEnd, SyncFrom
+from ..core.member import Listening, Member, MemberAction, MemberEvent, RoundEnd
 from ..core.peer import Peer
 from ..core.preflight import Fingerprint
 from ..core.size import Size
 from ..core.progress import VARIABLE as PROGRESS_VARIABLE
 from ..core.progress import Progress
 from ..core.tf_config import Membership, launch_environment
-from ..coordinator import transfer
 from ..coordinator.local import JoinHandler
 from ..errors import MembershipError
 from ..launch.launcher import Launcher
-from ..launch.follower import ProgressFollower, create_progress_file
+from .relay import ProgressRelay
 from .resources import Seat
+from .syncer import MemberSync
 from .viewholder import ViewHolder
 
 log = logging.getLogger(__name__)
@@ -76,15 +76,12 @@ class Joiner:
         self._connect = connect
         self._enter = enter
         self._round = round
-        self._previous = previous  # --sync-dir: the chief of the last round that ran
         self.session: Optional[JoinSession] = None
         self._beats: Optional[asyncio.Task] = None
-        self._on_progress = on_progress
-        self._follower: Optional[ProgressFollower] = None
-        self._progressed = asyncio.Event()
-        self._sender: Optional[asyncio.Task] = None
-        self._syncing: Optional[asyncio.Task] = None
         timings = config.timings
+        self._progress = ProgressRelay(seat.progress_dir, timings.progress_poll, timings.progress_send,
+                                       on_progress)
+        self._sync = MemberSync(seat.sync, previous)  # previous: the chief of the last round that ran
         self.state = Member(seat.me(), timings.suspect_after, liveness_timeout=config.liveness_timeout,
                             syncs=seat.sync is not None)
 
@@ -113,19 +110,15 @@ class Joiner:
 
     @property
     def progress(self) -> Optional[Progress]:
-        return self._follower.latest if self._follower else None
+        return self._progress.latest
 
     async def close(self) -> None:
-        for task in (self._beats, self._sender):
-            if task is not None:
-                task.cancel()
+        if self._beats is not None:
+            self._beats.cancel()
         self._beats = None
-        if self._syncing is not None:  # the round ended while this node pulled a copy
-            self._syncing.cancel()
-            await asyncio.gather(self._syncing, return_exceptions=True)  # DIR as it was
-            self._syncing = None
-        if self._follower is not None:
-            await self._follower.close()
+        self._progress.stop_sending()
+        await self._sync.cancel()
+        await self._progress.close()
         if self.session is not None:
             await self.session.close()
             self.session = None
@@ -163,11 +156,10 @@ class Joiner:
                     await self._confirm(action.membership)
                 elif isinstance(action, machine.Report):
                     await self._report(action)
-                elif isinstance(action, machine.Sync):
-                    # In a task of its own, the coordinator still read meanwhile: an abort
-                    # (a member lost, the source frozen) ends the round at once, not when
-                    # the transfer ends or fails; `close` then cancels the pull.
-                    self._syncing = asyncio.create_task(self._sync(action.order), name="sync")
+                elif isinstance(action, machine.Sync):  # pulled while the coordinator is still read
+                    assert self.session is not None
+                    self._sync.pull(action.order, self.session, self._seat.me(), self._config.job,
+                                    self.state.round or self._round, self._seat.keys)
                 elif isinstance(action, machine.Start):
                     self._start(action.delay, self.state.membership)
                     return action
@@ -263,10 +255,7 @@ class Joiner:
         """Arm the command with its environment, then confirm the list by its digest."""
         node_id = self._seat.me().node_id
         env = launch_environment(membership, node_id)
-        if self._follower is None:
-            path = create_progress_file(self._seat.progress_dir, node_id)
-            self._follower = ProgressFollower(path, self._config.timings.progress_poll, self._progressed_to)
-        env[PROGRESS_VARIABLE] = str(self._follower.path)
+        env[PROGRESS_VARIABLE] = str(self._progress.path(node_id))
         log.info(
             "round %d frozen: worker %d of %d, coordinator %s, TF_CONFIG=%s",
             membership.round, membership.rank_of(node_id), membership.world_size,
@@ -300,27 +289,7 @@ class Joiner:
 
     async def _scan(self) -> Optional[SyncSummary]:
         """--sync-dir: this node's copy, for the coordinator to compare."""
-        sync = self._seat.sync
-        if sync is None:
-            return None
-        manifest, error = await sync.attempt(sync.scan())
-        return manifest.summary(self._previous) if manifest else SyncSummary.failed(error)
-
-    async def _sync(self, order: SyncFrom) -> None:
-        """Make the synced directory the copy `order` names, then say what this node has."""
-        sync = self._seat.sync
-        assert self.session is not None and sync is not None
-        round = self.state.round or self._round
-        pull = transfer.pull(sync, order, self._seat.me(), self._config.job, round, self._seat.keys)
-        try:
-            manifest, error = await sync.attempt(pull)
-        except Exception as exc:  # a bug: fail the round with it rather than never report
-            log.exception("--sync-dir: the copy failed")
-            manifest, error = None, f"--sync-dir: the copy failed: {exc!r}"
-        try:
-            await self.session.synced(manifest.digest if manifest else "", error)
-        except SessionLost:
-            pass  # the read side reports the lost coordinator
+        return await self._sync.scan()
 
     def _start(self, delay: float, membership: Optional[Membership]) -> None:
         log.debug("released: starting in %.1f ms", delay * 1e3)
@@ -329,26 +298,8 @@ class Joiner:
         # of the start instant.
         self._launcher.fire(time.time() + delay)
         self._enter(Phase.RUNNING, membership)
-        if self._follower is not None:
-            self._follower.start()
-            self._sender = asyncio.create_task(self._send_progress(), name="send-progress")
-
-    def _progressed_to(self, progress: Progress) -> None:
-        self._progressed.set()
-        self._on_progress(progress)
-
-    async def _send_progress(self) -> None:
-        """The latest progress to the coordinator, at most once per `progress_send`."""
-        while True:
-            await self._progressed.wait()
-            self._progressed.clear()
-            if self.session is None or self.progress is None:
-                return
-            try:
-                await self.session.progress(self.progress)
-            except SessionLost:
-                return  # the read side reports the lost coordinator
-            await asyncio.sleep(self._config.timings.progress_send)
+        assert self.session is not None
+        self._progress.start(self.session)
 
     def _suspect(self, peer: Peer) -> None:
         """The confirmer then asks its Status again, as for any unconfirmed advert, and its

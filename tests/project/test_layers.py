@@ -214,8 +214,6 @@ def package_sources() -> dict[str, str]:
 #: xfail in test_known_exception_is_still_needed, which fails once the cause is gone, so
 #: that its line here goes too.
 KNOWN: dict[tuple[str, str, str], str] = {
-    ("rendezvous/daemon/joiner.py", "class-size", "Joiner"):
-        "332 lines: the member's silence and pause accounting is moving into core/member.py",
 }
 
 

@@ -40,7 +40,7 @@ exit status:
   {ConfigError.exit_code}    invalid option
   {RendezvousTimeout.exit_code}    --timeout passed before all peers were there
   {MembershipError.exit_code}    this peer cannot join: the job is already running without it,
-       peers disagree on --expect, the preflight found the nodes differ,
+       its --expect differs from the coordinator's, the preflight found the nodes differ,
        or the job wants a token this node lacks
   {AddressError.exit_code}    no usable network address / port
   {CoordinatorError.exit_code}    the coordinator aborted the round or was lost after the freeze

@@ -239,20 +239,25 @@ class PeerView:
         """Every peer seen that has an address of this node's family."""
         return sorted([self.me.peer, *(a.peer for a in self._usable.values())])
 
-    def conflicts(self) -> list[str]:
-        """Peers of the same job that disagree with this node about --expect, or that want
-        a token when this node has none."""
+    def conflicts(self, now: float) -> list[str]:
+        """Why this node cannot be in its job: a peer of the job wants a token this node lacks,
+        or the peer it would join (the job's coordinator) runs the job with another
+        --expect. The coordinator's --expect rules: a member that differs from it is the odd
+        one and is refused, while the members that agree with it keep waiting; the
+        coordinator itself is never refused by a member's --expect."""
         candidates = sorted(self._candidates, key=lambda a: a.peer)
         tokens = [
             f"this job requires a token: peer {a.peer.describe()} runs job {a.job!r} with one; "
             "start this node with --token-file holding the same secret"
             for a in [c for c in candidates if c.auth and not self.me.auth][:1]
         ]
+        coordinator = self.target(now).peer
         return tokens or [
-            f"peer {a.peer.describe()} runs job {a.job!r} with --expect {a.expect}, "
-            f"but this node, {self.me.peer.describe()}, runs it with --expect {self.me.expect}"
+            f"peer {a.peer.describe()}, the job's coordinator, runs job {a.job!r} with --expect "
+            f"{a.expect}, but this node, {self.me.peer.describe()}, runs it with --expect "
+            f"{self.me.expect}; start it with --expect {a.expect} to join"
             for a in candidates
-            if a.expect != self.me.expect
+            if a.peer == coordinator and a.expect != self.me.expect
         ]
 
     @property

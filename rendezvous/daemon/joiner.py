@@ -93,7 +93,7 @@ class Joiner:
         try:
             return await self._join_until_released()
         except MembershipError:
-            if self._views.view.conflicts():
+            if self._views.view.conflicts(time.monotonic()):
                 await asyncio.sleep(self._config.timings.conflict_linger)
             raise
 
@@ -211,7 +211,8 @@ class Joiner:
         try:
             while True:
                 view = self._views.view
-                yield machine.TargetChanged(view.target(time.monotonic()).endpoint, tuple(view.conflicts()))
+                now = time.monotonic()
+                yield machine.TargetChanged(view.target(now).endpoint, tuple(view.conflicts(now)))
                 self._views.changed.clear()
                 changed = asyncio.ensure_future(self._views.changed.wait())
                 waiting = {receive, changed} | ({exited} if exited and not exited.done() else set())

@@ -222,14 +222,11 @@ def test_the_package_keeps_its_layers():
     assert not broken, "\n".join(v.message for v in broken)
 
 
-@pytest.mark.parametrize("key", [
-    pytest.param(key, id=":".join(filter(None, key)),
-                 marks=pytest.mark.xfail(strict=True, reason=reason))
-    for key, reason in KNOWN.items()])
-def test_known_exception_is_still_needed(key):
-    """Fails (as expected) while the exception holds; passes, and so fails the run, once it is
-    gone: then remove its line from KNOWN."""
-    assert key not in {v.key for v in check_tree(package_sources())}
+def test_every_known_exception_is_still_needed():
+    """An exception whose cause is gone must leave KNOWN, so none outlives its reason."""
+    found = {v.key for v in check_tree(package_sources())}
+    stale = [key for key in KNOWN if key not in found]
+    assert not stale, f"no longer needed, remove from KNOWN: {stale}"
 
 
 def _may_import(docstring: str) -> tuple[set[str], set[str]] | None:

@@ -87,16 +87,21 @@ def test_timeout_names_the_peers_that_were_seen(tmp_path, job):
     assert not list(out.glob("*.json"))
 
 
-def test_expect_disagreement_is_an_error_naming_both_values(tmp_path, job):
+def test_a_node_whose_expect_differs_from_the_coordinators_is_refused_and_the_job_forms_without_it(tmp_path, job):
+    """The coordinator's --expect rules: the odd node exits 4 naming both values, the nodes
+    that agree with the coordinator keep waiting, and the job forms once a right node comes."""
     out = tmp_path / "out"
     out.mkdir()
-    a = start_peer(join_argv(2, job, out, address="127.0.0.2"), tmp_path, "a")
-    b = start_peer(join_argv(3, job, out, address="127.0.0.3"), tmp_path, "b")
-    assert a.wait() == 4, a.log
-    assert b.wait() == 4, b.log
-    for peer in (a, b):
-        assert "--expect 2" in peer.log and "--expect 3" in peer.log, peer.log
+    coordinator = start_peer(join_argv(2, job, out, address="127.0.0.2"), tmp_path, "coordinator")
+    odd = start_peer(join_argv(3, job, out, address="127.0.0.3"), tmp_path, "odd")
+    assert odd.wait() == 4, odd.log
+    assert "--expect 2" in odd.log and "--expect 3" in odd.log and "coordinator" in odd.log, odd.log
+    assert coordinator.proc.poll() is None, f"the coordinator gave up too:\n{coordinator.log}"
     assert not list(out.glob("*.json"))
+    right = start_peer(join_argv(2, job, out, address="127.0.0.4"), tmp_path, "right")
+    assert coordinator.wait() == 0, coordinator.log
+    assert right.wait() == 0, right.log
+    assert len(records(out)) == 2
 
 
 def test_late_peer_gets_an_error_not_a_hang(tmp_path, job):

@@ -188,12 +188,12 @@ def test_peers_are_sorted_numerically():
 
 
 def test_no_conflicts_when_everyone_agrees():
-    assert view(LOW, HIGH).conflicts() == []
+    assert view(LOW, HIGH).conflicts(0.0) == []
 
 
 def test_conflicts_name_both_expect_values_and_the_peer():
     odd = advert("10.0.0.9", "bbbbbbbb", expect=4)
-    (message,) = view(odd, HIGH).conflicts()
+    (message,) = view(odd, HIGH).conflicts(0.0)
     assert "--expect 4" in message
     assert "--expect 3" in message
     assert "10.0.0.9 (bbbbbbbb)" in message
@@ -201,16 +201,27 @@ def test_conflicts_name_both_expect_values_and_the_peer():
     assert "'job'" in message
 
 
-def test_conflicts_are_listed_in_numeric_peer_order():
-    a = advert("10.0.0.100", "cccccccc", expect=2)
-    b = advert("10.0.0.9", "bbbbbbbb", expect=5)
-    messages = view(a, b).conflicts()
-    assert len(messages) == 2
-    assert "10.0.0.9" in messages[0] and "10.0.0.100" in messages[1]
+def test_only_the_coordinators_expect_rules_and_the_odd_member_is_the_one_refused():
+    odd_member = advert("10.0.0.100", "cccccccc", expect=2)
+    assert view(LOW, odd_member).conflicts(0.0) == [], "this node agrees with its coordinator: it waits"
+    (message,) = view(LOW, me=odd_member).conflicts(0.0)
+    assert "the job's coordinator" in message and "10.0.0.9 (bbbbbbbb)" in message
+    assert "start it with --expect 3" in message
+
+
+def test_the_coordinator_is_never_refused_by_a_members_expect():
+    coordinator = advert("10.0.0.1", "dddddddd", expect=5)
+    assert view(LOW, HIGH, me=coordinator).conflicts(0.0) == []
+
+
+def test_a_suspected_coordinator_is_no_conflict_its_successor_is():
+    odd = advert("10.0.0.9", "bbbbbbbb", expect=4)
+    v = view(odd, HIGH).suspect(odd.node_id, until=30.0)
+    assert v.conflicts(10.0) == [] and len(v.conflicts(30.0)) == 1
 
 
 def test_other_jobs_never_conflict():
-    assert view(advert("10.0.0.1", "dddddddd", job="other", expect=9)).conflicts() == []
+    assert view(advert("10.0.0.1", "dddddddd", job="other", expect=9)).conflicts(0.0) == []
 
 
 # --------------------------------------------------------------------------
@@ -397,7 +408,7 @@ def test_gone_forgets_the_suspicion():
 
 def test_expect_conflict_message_names_both_values_without_nested_parentheses():
     other = advert("10.0.0.9", "bbbbbbbb", expect=2)
-    [message] = view(other).conflicts()
+    [message] = view(other).conflicts(0.0)
     assert "--expect 2" in message and "--expect 3" in message
     assert "((" not in message and "))" not in message
 
@@ -454,11 +465,11 @@ def test_with_a_token_adverts_without_one_do_not_count():
     me = replace(ME, auth=True)
     v = view(LOW, replace(HIGH, expect=Size.fixed(5)), me=me)
     assert v.target(0.0).peer == me.peer
-    assert v.conflicts() == []  # its --expect is no claim this node acts on
+    assert v.conflicts(0.0) == []  # its --expect is no claim this node acts on
 
 
 def test_without_a_token_an_advert_wanting_one_is_a_conflict():
-    [conflict] = view(LOW, replace(HIGH, auth=True, expect=Size.fixed(5))).conflicts()
+    [conflict] = view(LOW, replace(HIGH, auth=True, expect=Size.fixed(5))).conflicts(0.0)
     assert "this job requires a token" in conflict and "--token-file" in conflict
 
 
@@ -471,7 +482,7 @@ def test_an_unconfirmed_advert_is_not_elected_and_its_claims_are_not_acted_on():
     liar = replace(LOW, expect=Size.fixed(1), phase=Phase.RUNNING, coordinator="10.0.0.1:7000")
     v = PeerView(ME).seen(liar).seen(HIGH).confirm(HIGH)
     assert v.target(0.0).peer == ME.peer
-    assert v.conflicts() == []
+    assert v.conflicts(0.0) == []
     assert v.unconfirmed(0.0) == [liar]
 
 

@@ -88,6 +88,15 @@ def add_sources(host, count: int) -> list[str]:
     return addresses
 
 
+def attack_argv(attack: str, endpoint: str, job: str, args: argparse.Namespace, attacker) -> list[str]:
+    """The attack script's arguments for one kind of attack at its full size."""
+    if attack == "exchange":
+        return ["exchange", endpoint, job, str(args.adverts), "400"]
+    if attack == "idle":
+        return ["idle", endpoint, str(args.connections), str(args.hold)]
+    return ["held", endpoint, str(args.calls), str(args.hold), ",".join(add_sources(attacker, args.sources))]
+
+
 def run(attack: str, args: argparse.Namespace) -> dict:
     with Network(4, multicast=False) as net, tempfile.TemporaryDirectory() as tmp:
         seed, attacker = net.hosts[0], net.hosts[3]
@@ -99,12 +108,7 @@ def run(attack: str, args: argparse.Namespace) -> dict:
         time.sleep(1)
         before = rss_mb(daemon.pid)
         endpoint = f"{seed.address}:{PORT}"
-        if attack == "exchange":
-            argv = ["exchange", endpoint, job, str(args.adverts), "400"]
-        elif attack == "idle":
-            argv = ["idle", endpoint, str(args.connections), str(args.hold)]
-        else:
-            argv = ["held", endpoint, str(args.calls), str(args.hold), ",".join(add_sources(attacker, args.sources))]
+        argv = attack_argv(attack, endpoint, job, args, attacker)
         sampler = Sampler(daemon.pid)
         sampler.start()
         started = time.monotonic()
@@ -138,12 +142,7 @@ def memory_after(attack: str, args: argparse.Namespace) -> dict:
         time.sleep(1)
         before = rss_mb(daemon.pid)
         endpoint = f"{seed.address}:{PORT}"
-        if attack == "exchange":
-            argv = ["exchange", endpoint, job, str(args.adverts), "400"]
-        elif attack == "idle":
-            argv = ["idle", endpoint, str(args.connections), str(args.hold)]
-        else:
-            argv = ["held", endpoint, str(args.calls), str(args.hold), ",".join(add_sources(attacker, args.sources))]
+        argv = attack_argv(attack, endpoint, job, args, attacker)
         sampler = Sampler(daemon.pid)
         sampler.start()
         cpu0, started = cpu_seconds(daemon.pid), time.monotonic()

@@ -6,19 +6,38 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Optional
+from typing import Mapping, Optional, Protocol
 
+from ..config.timings import Timings
 from ..core import job as jobs
 from ..core import round as rounds
-
-if TYPE_CHECKING:
-    from ._coordination import Coordination
+from ..core.peer import Peer
 
 log = logging.getLogger(__name__)
 
 
+class Watched(Protocol):
+    """What the watchdog reads of the round it watches, and the one way it changes it."""
+
+    me: Peer
+    round: rounds.Round
+    board: jobs.Board
+    timings: Timings
+
+    @property
+    def outboxes(self) -> Mapping[str, object]: ...
+
+    @property
+    def liveness(self) -> float: ...
+
+    @property
+    def heartbeat_interval(self) -> float: ...
+
+    def apply(self, step: rounds.Step) -> None: ...
+
+
 class Watchdog:
-    def __init__(self, coordination: "Coordination") -> None:
+    def __init__(self, coordination: Watched) -> None:
         self._c = coordination
         self._task: Optional[asyncio.Task] = None
 

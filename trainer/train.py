@@ -22,7 +22,7 @@ import numpy as np
 
 from trainer import ConfigError, pipeline, recipe, reporting, scratch
 from trainer._keras import keras, tf
-from trainer.cli import EXIT_CLUSTER, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ClusterInfo
+from trainer.cluster import EXIT_CLUSTER, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ClusterInfo
 
 # A peer died, froze past the collective timeout, or the collective was aborted.
 CLUSTER_ERRORS = (

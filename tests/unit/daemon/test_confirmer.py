@@ -97,7 +97,7 @@ def test_a_node_never_confirmed_is_asked_ever_more_seldom_up_to_a_bound(script):
             confirmer._next_ask.pop(LOW.node_id, None)
             confirmer.kick()
             await settle(confirmer)
-            waits.append(wait_before_next_ask(confirmer, LOW.node_id))
+            waits.append(confirmer._backoff[LOW.node_id])  # the wait it chose after this silence
         confirmer.close()
         return waits
 

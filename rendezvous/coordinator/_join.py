@@ -88,7 +88,12 @@ class JoinStreams:
         if redirection is not None:
             await context.write(signer.seal(c.message(redirect=_wire.redirect_to_pb(redirection))))
             return
-        refusal = admission.check_round(c.round, first.header.round, self._own_round())
+        own = self._own_round()
+        later = admission.not_known_yet(c.round, first.header.round, own)
+        if later is not None:
+            await context.write(signer.seal(c.message(redirect=_wire.redirect_to_pb(later))))
+            return
+        refusal = admission.check_round(c.round, first.header.round, own)
         if refusal is not None:
             self._guard.warn("round", source, "rejected %s: %s", peer.describe(), refusal.message)
             await context.write(signer.seal(refusal_to_pb(c, refusal)))

@@ -67,6 +67,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         files: Optional[FileSource] = None,
         exchange: Optional[Callable[[Gossip], Optional[Gossip]]] = None,
         hint: Optional[Callable[[Advert], None]] = None,
+        job_round: Optional[Callable[[], int]] = None,
     ) -> None:
         self._keys = keys
         self._target = target
@@ -76,7 +77,9 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         self._hint = hint
         self._guard = Guard(job, log, timings.warning_interval)
         self._c = Coordination(me, Round(job=job, expect=expect, settle=settle, policy=policy), timings, liveness_timeout)
-        self._joins = JoinStreams(self._c, self._guard, keys, target, lambda: status().round)
+        # The latest round this node knows its job in bounds the rounds a Join may ask for
+        # (core.admission.round_limit): by default its own.
+        self._joins = JoinStreams(self._c, self._guard, keys, target, job_round or (lambda: status().round))
 
     @property
     def round(self) -> Round:

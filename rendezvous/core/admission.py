@@ -111,6 +111,20 @@ def round_limit(state: Round, own: int) -> int:
     return min(max(state.number, own) + 1, MAX_ROUND)
 
 
+def not_known_yet(state: Round, asked: int, own: int) -> Optional[Redirection]:
+    """A forming round asked for a later round than this node knows of, within bounds: the
+    joiner is sent back to ask again, not refused. A daemon restarted in a running job starts
+    in round 1 and learns the job's round from its peers' adverts a moment later; its peers'
+    Joins must not fail meanwhile. Like every redirect, it changes nothing here."""
+    forming = state.phase is RoundPhase.GATHERING or state.phase in _ENDED
+    if not forming or asked <= round_limit(state, own) or asked > MAX_ROUND:
+        return None
+    return Redirection(
+        f"round {asked} of job {state.job!r} is not known here yet (this node is in round "
+        f"{max(state.number, own)}): ask again"
+    )
+
+
 def check_round(state: Round, asked: int, own: int) -> Optional[Refusal]:
     limit = round_limit(state, own)
     if asked <= limit:

@@ -277,12 +277,19 @@ class PeerView:
     def _live(self, now: float) -> Iterator[Peer]:
         return (a.peer for a in [self.me, *self._candidates] if not self.is_suspected(a.node_id, now))
 
+    @property
+    def latest_round(self) -> int:
+        """The latest round of this node's job that it knows of: its own, or one a peer's
+        confirmed advert says it waits for (a daemon restarted in a running job starts in
+        round 1 while its job has moved on)."""
+        return max(a.round for a in [self.me, *self._candidates])
+
     def target(self, now: float) -> Target:
         """Whom to join: a frozen job's coordinator if one is advertised, else the lowest
         live peer. Adverts of an earlier round than the latest one advertised (this node's
         included), and of suspected nodes or naming one as coordinator, are stale: a node killed without a goodbye keeps its
         last advert in every mDNS cache for many minutes."""
-        latest = max(a.round for a in [self.me, *self._candidates])  # a round others already moved on from is over
+        latest = self.latest_round  # a round others already moved on from is over
         frozen = [
             a for a in self._candidates
             if a.phase is not Phase.WAITING and a.coordinator and a.round >= latest

@@ -185,7 +185,7 @@ def bind_resources(
     sync = SyncDir(sync_root, config.sync_max_bytes) if sync_root else None
     discovery = make_discovery(address, views.view.me, on_discovery)
     discovery.use_keys(keys)
-    service = coordinator_service(config, me, target, status, keys, sync, discovery, on_discovery)
+    service = coordinator_service(config, me, target, status, keys, sync, discovery, on_discovery, views)
     timings = config.timings
     confirmer = Confirmer(views, keys, timings.resolve_timeout, timings.suspect_after, timings.confirm_hedge)
     for listener in (lambda: service.follow(target()), on_view, confirmer.kick):
@@ -200,13 +200,16 @@ def bind_resources(
 def coordinator_service(
     config: JoinConfig, me: Peer, target: Callable[[], Target], status: Callable[[], NodeStatus],
     keys: Optional[Keys], sync: Optional[SyncDir], discovery: Discovery,
-    on_discovery: Callable[[DiscoveryEvent], None],
+    on_discovery: Callable[[DiscoveryEvent], None], views: ViewHolder,
 ) -> CoordinatorService:
-    """This node's coordinator service, with its collaborators."""
+    """This node's coordinator service, with its collaborators. A Join may ask for one
+    round past the latest this node knows its job in: its own, or one its confirmed peers
+    advertise (a restarted coordinator's job has moved on without it)."""
     return CoordinatorService(
         me, config.job, config.expect, target, status, config.timings, liveness_timeout=config.liveness_timeout,
         policy=job_policy(config), settle=config.settle, keys=keys, files=FileSource(sync) if sync else None,
         exchange=discovery.exchange, hint=lambda advert: deliver(on_discovery, Hinted(advert)),
+        job_round=lambda: max(status().round, views.view.latest_round),
     )
 
 

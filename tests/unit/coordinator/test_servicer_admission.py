@@ -10,7 +10,7 @@ import secrets
 
 from rendezvous.config.timings import Timings
 from rendezvous.coordinator import CoordinatorService, JoinSession
-from rendezvous.core.member import Frozen, Rejected, Released, Waiting
+from rendezvous.core.member import Frozen, Redirected, Rejected, Released, Waiting
 from rendezvous.core.peer import Peer
 from rendezvous.core.round import Policy, RoundPhase
 from rendezvous.core.size import Size
@@ -46,7 +46,7 @@ async def next_of(session: JoinSession, *kinds: type):
 async def answer(session: JoinSession):
     try:
         await session.join()
-        return await next_of(session, Waiting, Frozen, Rejected)
+        return await next_of(session, Waiting, Frozen, Rejected, Redirected)
     finally:
         await session.close()
 
@@ -87,8 +87,13 @@ def test_a_gathering_round_takes_the_round_its_own_node_is_in_plus_one_and_no_mo
             await joined.join()
             assert isinstance(await next_of(joined, Waiting), Waiting)
             assert service.round.number == 4
+            # a round this node does not know yet: asked again later, never refused, and the
+            # round as it was (a restarted coordinator learns its job's round a moment late)
             far = await answer(session_of(second, service, three, 5))
-            assert isinstance(far, Rejected) and "out of range" in far.message
+            assert isinstance(far, Redirected) and "not known here yet" in far.reason, far
+            assert service.round.number == 4 and [p.node_id for p in service.round.joined] == [first.node_id]
+            forged = await answer(session_of(second, service, three, 2**31))  # past MAX_ROUND
+            assert isinstance(forged, Rejected) and "out of range" in forged.message
             assert service.round.number == 4 and [p.node_id for p in service.round.joined] == [first.node_id]
         finally:
             await joined.close()

@@ -19,6 +19,7 @@ from rendezvous.core.admission import (
     check_header,
     check_round,
     check_source,
+    not_known_yet,
     round_limit,
     route,
     start_over,
@@ -247,3 +248,15 @@ def test_a_join_that_names_no_later_round_never_aborts_a_full_running_round(aske
     state = running()
     for who in (A, B, C, STRANGER):
         assert all(s.action is not Action.ABORT for s in admit(state, who, asked, TWO, 9.0))
+
+
+def test_a_forming_round_sends_a_later_but_bounded_round_back_to_ask_again():
+    """A daemon restarted in a running job starts in round 1: its peers' Joins for the job's
+    round are asked again, not refused, until it learns the round from their adverts."""
+    fresh = gathering()
+    back = not_known_yet(fresh, 4, own=1)
+    assert isinstance(back, Redirection) and back.coordinator is None and "round 4" in back.reason
+    assert not_known_yet(fresh, 2, own=1) is None, "within the limit: admitted as usual"
+    assert not_known_yet(fresh, MAX_ROUND + 1, own=1) is None, "past any real round: refused"
+    assert not_known_yet(running(), 5, own=1) is None, "a running round refuses it (check_round)"
+    assert check_round(running(), 5, own=1) is not None

@@ -210,11 +210,10 @@ def package_sources() -> dict[str, str]:
             for path in sorted(PACKAGE.rglob("*.py")) if "__pycache__" not in path.parts}
 
 
-#: Rules today's code breaks while a change under way removes the cause: each is a strict
-#: xfail in test_known_exception_is_still_needed, which fails once the cause is gone, so
-#: that its line here goes too.
-KNOWN: dict[tuple[str, str, str], str] = {
-}
+#: Rules today's code may break while a change under way removes the cause, each with its
+#: reason; test_every_known_exception_is_still_needed fails once a cause is gone, so that
+#: its line here goes too. None today.
+KNOWN: dict[tuple[str, str, str], str] = {}
 
 
 def test_the_package_keeps_its_layers():

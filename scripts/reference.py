@@ -126,6 +126,10 @@ def _section(name: str, summary: str, parser: argparse.ArgumentParser) -> list[s
     else:
         lines += ["| option | group | default | meaning |", "|---|---|---|---|"]
     lines += list(_option_rows(name, parser, with_sources))
+    if with_sources:  # the command is what follows --, not a flag, but has a variable and a key
+        for option in (o for o in OPTIONS if o.name == "command"):
+            lines.append(f"| `-- COMMAND [ARG ...]` | `{variable_name(option.name)}` | `{file_key(option.name)}` | "
+                         f"{option.group} | {_MADE['command']} | {_cell(option.help_text)} |")
     lines.append("")
     if not with_sources and name != "join":
         lines += ["These options are read from the command line only; `-v`, `-q` and `--log-format` "
@@ -148,10 +152,6 @@ def render() -> str:
     lines.append("")
     for name, sub in commands.choices.items():
         lines += _section(name, summaries.get(name, ""), sub)
-    lines += ["## Options of the table without a flag", ""]
-    lines += [f"- `{file_key(o.name)}` (`{variable_name(o.name)}`): {_cell(o.help_text)}; "
-              f"on the command line, what follows `--`." for o in OPTIONS if o.name == "command"]
-    lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -460,17 +460,17 @@ def test_a_whole_join_from_file_and_environment(tmp_path):
 
 
 # --------------------------------------------------------------------------
-# The README's list of values is what the environment and the file accept
+# The documented list of values (docs/operations.md) is what the environment and the file accept
 # --------------------------------------------------------------------------
 
-README = REPO / "README.md"
+README = REPO / "docs" / "operations.md"
 
 
 def documented_values(name: str) -> list[str]:
     """The `values` in the README's parentheses right after `name` (not options like `-v`)."""
     text = " ".join(README.read_text().split())
     match = re.search(re.escape(f"`{name}`") + r" \(([^)]*)\)", text)
-    assert match, f"the README lists no values for {name}"
+    assert match, f"docs/operations.md lists no values for {name}"
     return [v for v in re.findall(r"`([^`]+)`", match[1]) if not v.startswith("-")]
 
 

@@ -91,7 +91,8 @@ def _spelling(action: argparse.Action) -> str:
     flags = ", ".join(f"`{s}`" for s in action.option_strings)
     if action.nargs == 0 or action.metavar is None:
         return flags
-    return f"{flags} `{action.metavar}`".replace("|", "\\|")
+    # N|MIN:MAX as `N` or `MIN:MAX`: a pipe in a table cell reads differently on every renderer
+    return f"{flags} `{action.metavar}`".replace("|", "` or `")
 
 
 def _option_rows(subcommand: str, parser: argparse.ArgumentParser, with_sources: bool) -> Iterable[str]:

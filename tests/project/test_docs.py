@@ -252,3 +252,12 @@ def test_troubleshooting_covers_every_logged_warning_and_error(where, message):
 def test_every_dynamic_entry_names_a_message_still_logged():
     logged = {where for where, _ in logged_messages()}
     assert not set(DYNAMIC) - logged, "entries of DYNAMIC whose message is gone"
+
+
+def test_troubleshooting_lists_every_exit_status_of_the_error_tree():
+    import rendezvous.errors as errors
+
+    page = TROUBLESHOOTING.read_text()
+    codes = {c.exit_code for c in vars(errors).values() if isinstance(c, type) and issubclass(c, errors.RendezvousError)}
+    for code in codes - {1}:  # 1: the base class, never raised itself
+        assert re.search(rf"^\| [^|]*\b{code}\b[^|]* \|", page, re.M), f"exit status {code} is not in the table"

@@ -59,6 +59,12 @@ def test_the_readme_keeps_the_demo_and_test_commands_that_ci_runs():
     assert re.search(r"^scripts/test -q", (REPO / ".ci" / "run").read_text(), re.M)
 
 
+def test_the_guide_shows_the_readmes_script_which_a_training_test_runs():
+    """tests/integration/training/test_readme_script.py runs the README's; the guide's is the same."""
+    python = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
+    assert python.findall(README.read_text())[0] == python.findall((DOCS / "guide" / "index.md").read_text())[0]
+
+
 # -- generated pages -------------------------------------------------------------------------
 
 

@@ -8,6 +8,7 @@ import json
 import re
 import secrets
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -43,6 +44,8 @@ def quick_start() -> tuple[list[str], list[str]]:
 
 
 def firewall(host, rules: list[str] = ()) -> None:
+    if shutil.which("nft") is None:
+        pytest.fail("nftables' `nft` is missing: scripts/setup installs it (as root)", pytrace=False)
     host.run(["nft", "-f", "-"], input=DEFAULT_DENY, text=True, check=True, capture_output=True)
     for rule in rules:
         host.run(["sh", "-c", rule], check=True, capture_output=True, text=True)

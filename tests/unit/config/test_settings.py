@@ -58,6 +58,7 @@ def test_names_of_every_option():
         "stop_grace", "verbose", "quiet", "log_format", "timings", "max_restarts", "no_restart_on",
         "liveness_timeout", "same_file", "allow_mismatch", "python", "settle", "metrics_port",
         "sync_dir", "sync_max_bytes", "token_file", "peers", "discovery", "abort_grace",
+        "gpus", "data_interface", "data_address",
     }
 
 
@@ -523,7 +524,7 @@ def test_allow_mismatch_refuses_what_it_cannot_allow_listing_what_it_can(kind):
         build_settings(from_environ({"RENDEZVOUS_EXPECT": "2", "RENDEZVOUS_ALLOW_MISMATCH": kind}))
     message = str(info.value)
     assert message.startswith("RENDEZVOUS_ALLOW_MISMATCH must name kinds from tensorflow-patch, python, gpu-model, same-file")
-    assert "gpu-count and tensorflow differences are always refused" in message
+    assert "data-network, gpu-count, gpus-option, tensorflow differences are always refused" in message
 
 
 def test_same_file_refuses_an_empty_path_naming_the_file_key():

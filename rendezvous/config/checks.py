@@ -128,11 +128,11 @@ def address_problem(value: object) -> Optional[str]:
 
 
 def gpus_problem(value: object) -> Optional[str]:
-    """--gpus: all, min, none or a whole number."""
+    """--gpus: all, min, none or a whole number (a number in the config file too)."""
     try:
-        if not isinstance(value, str):
+        if not isinstance(value, str) and not is_whole(value):
             raise ValueError(f"must be all, min, none or a number of GPUs, got {value!r}")
-        GpuPolicy.parse(value)
+        GpuPolicy.parse(str(value))
     except ValueError as exc:
         return str(exc)
     return None

@@ -12,7 +12,7 @@ from typing import Any, Optional
 from ..core.record import field, fields, record
 from ..core.size import Size
 from ..errors import ConfigError
-from .checks import parse_size
+from .checks import is_whole, parse_size
 from .options import BY_NAME, Kind, check_option
 from .timings import Timings
 
@@ -27,6 +27,8 @@ def _check_fields(config: object) -> None:
     for name in fields(config):
         if BY_NAME[name].kind is Kind.SIZE:  # JoinConfig(expect=3) is JoinConfig(expect=Size(3, 3))
             object.__setattr__(config, name, parse_size(getattr(config, name)))
+        if name == "gpus" and is_whole(getattr(config, name)):  # `gpus = 4` in the file is "4"
+            object.__setattr__(config, name, str(getattr(config, name)))
         check_option(name, getattr(config, name))
 
 

@@ -132,6 +132,7 @@ class _Aspect:
     text: Callable[[Fingerprint], str]
     full: Callable[[str], str]
     compared: Callable[[Fingerprint], bool] = lambda f: True
+    hint: str = ""  # what to do, said once after the difference
 
 
 def _gpus(text: str) -> str:
@@ -149,10 +150,10 @@ _ASPECTS = (
             lambda t: f"GPUs {t}", compared=lambda f: bool(f.gpus)),
     _Aspect(Mismatch.PYTHON, lambda f: f.python, lambda f: f.python, lambda t: f"Python {t}"),
     _Aspect(Mismatch.GPU_OPTION, lambda f: f.gpu_option, lambda f: f.gpu_option,
-            lambda t: f"--gpus {t} (give every node the same --gpus)"),
+            lambda t: f"--gpus {t}", hint="give every node the same --gpus"),
     _Aspect(Mismatch.DATA_NETWORK, lambda f: bool(f.data_interface),
-            lambda f: "a data network" if f.data_interface else "no data network",
-            lambda t: f"{t} (give every node --data-interface or --data-address, or none of them)"),
+            lambda f: "a data network" if f.data_interface else "no data network", lambda t: t,
+            hint="give every node --data-interface or --data-address, or none of them"),
 )
 
 
@@ -195,9 +196,10 @@ def _difference(aspect: _Aspect, members: Sequence[tuple[Peer, Fingerprint]], na
         f"{', '.join(names[p.node_id] for p, _ in group)} {'has' if len(group) == 1 else 'have'} {aspect.full(text)}"
         for group, text in zip(ranked, texts)
     ]
+    hint = f" ({aspect.hint})" if aspect.hint else ""
     if len(ranked[0]) > len(ranked[1]):
-        return Difference(aspect.kind, ", ".join(parts[1:]) + f", the others {texts[0]}")
-    return Difference(aspect.kind, "; ".join(parts))
+        return Difference(aspect.kind, ", ".join(parts[1:]) + f", the others {texts[0]}{hint}")
+    return Difference(aspect.kind, "; ".join(parts) + hint)
 
 
 def _skipped(gpus: GpuPolicy) -> frozenset[Mismatch]:

@@ -134,12 +134,16 @@ def test_a_model_difference_is_refused_unless_allowed_whatever_the_count():
 def test_nodes_that_disagree_on_gpus_are_refused_always():
     verdict = compare([(A, gpus(8, "min")), (B, gpus(8, "all")), (C, gpus(8, "min"))],
                       frozenset(Mismatch), GpuPolicy(GpuMode.MIN))
-    assert verdict.reason == ("preflight: 10.0.0.11 has --gpus all (give every node the same --gpus), the others min")
+    assert verdict.reason == "preflight: 10.0.0.11 has --gpus all, the others min (give every node the same --gpus)"
 
 
 def test_a_data_network_on_some_nodes_only_is_refused_always():
     verdict = compare([(A, gpus(1, data="eth1")), (B, gpus(1)), (C, gpus(1, data="eth1"))], frozenset(Mismatch))
-    assert verdict.reason.startswith("preflight: 10.0.0.11 has no data network (give every node --data-interface")
+    assert verdict.reason == ("preflight: 10.0.0.11 has no data network, the others a data network (give every "
+                              "node --data-interface or --data-address, or none of them)")
+    tie = compare([(A, gpus(1, data="eth1")), (B, gpus(1))])
+    assert tie.reason == ("preflight: 10.0.0.10 has a data network; 10.0.0.11 has no data network (give every "
+                          "node --data-interface or --data-address, or none of them)")
     assert not compare([(A, gpus(1, data="eth1")), (B, gpus(1, data="ib0"))]).refused
 
 

@@ -18,7 +18,9 @@ import logging
 from typing import Iterable, Mapping, Optional, Sequence
 
 from ..errors import AddressError
-from .address import AddressChoice, IPInterface, _list_interfaces, normalize_adapters, read_adapters
+from .address import (
+    AddressChoice, IPInterface, _list_interfaces, is_loopback_adapter, normalize_adapters, read_adapters,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,9 @@ def _holding(table: Mapping[str, Sequence[IPInterface]], text: str) -> AddressCh
     for name, ips in table.items():
         if any(i.ip == wanted for i in ips):
             return AddressChoice(wanted, name, f"given with --data-address, on interface {name}")
+    for name, ips in table.items():  # as with --address: Linux routes all of 127.0.0.0/8 to lo
+        if wanted.is_loopback and is_loopback_adapter(name, ips) and any(wanted in i.network for i in ips):
+            return AddressChoice(wanted, name, f"given with --data-address, on loopback interface {name}")
     raise AddressError(f"--data-address {wanted} is not assigned to any interface of this machine; "
                        f"local addresses: {_list_interfaces(table)}")
 

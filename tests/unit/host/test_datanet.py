@@ -57,5 +57,7 @@ def test_a_bad_data_network_is_refused_listing_the_interfaces(address, interface
 def test_this_machines_loopback_is_a_data_address_it_has():
     choice = choose_data_address("127.0.0.1")
     assert choice is not None and choice.interface == "lo"
+    choice = select_data_address(ADAPTERS, "127.0.0.7")  # lo holds 127.0.0.0/8
+    assert choice is not None and (str(choice.address), choice.interface) == ("127.0.0.7", "lo")
     with pytest.raises(AddressError, match="not assigned to any interface"):
         choose_data_address("192.0.2.77")

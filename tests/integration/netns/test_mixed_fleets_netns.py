@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 
 from fake_tools import fake_nvidia_smi
 from patience import HANG, wait_until
-from peers import RECORDER, join_argv, records, start_peer, wait_for_records
+from peers import FAST, RECORDER, join_argv, records, start_peer, wait_for_records
 
 pytestmark = pytest.mark.netns
 
@@ -26,9 +27,10 @@ DATA_SUBNET = "10.214.0.0/24"
 
 
 def start_hosts(net, tmp_path: Path, job: str, options: Sequence[str] = (), gpus: Sequence[int] = (8, 4, 8),
-                until: Optional[Path] = None, env: Sequence[dict] = (), per_host: Sequence[Sequence[str]] = ()):
-    """One `rendezvous join --expect N` per host, each with a fake nvidia-smi listing its
-    count of `gpus`; the command records what it was given (and runs `until` a file exists)."""
+                until: Optional[Path] = None, env: Sequence[dict] = (), per_host: Sequence[Sequence[str]] = (),
+                expect: Optional[str] = None):
+    """One `rendezvous join --expect N` (or `expect`) per host, each with a fake nvidia-smi
+    listing its count of `gpus`; the command records what it was given (and runs `until` a file exists)."""
     out = tmp_path / job
     out.mkdir()
     peers = []
@@ -38,6 +40,8 @@ def start_hosts(net, tmp_path: Path, job: str, options: Sequence[str] = (), gpus
         command = [sys.executable, str(RECORDER), str(out), *(["--until", str(until)] if until else [])]
         argv = join_argv(len(net.hosts), job, out, options=[*options, *(per_host[i] if per_host else [])],
                          command=command)
+        if expect:  # an elastic size, MIN:MAX
+            argv[argv.index("--expect") + 1] = expect
         peers.append(start_peer(argv, tmp_path, f"{job}-{host.name}", popen=host.popen, extra_env=extra))
     return peers, out
 
@@ -165,3 +169,27 @@ def test_a_data_network_not_on_the_machine_exits_5_listing_the_interfaces(make_n
     assert done.returncode == 5, done.stderr
     assert says in done.stderr
     assert f"eth0 ({host.address}, fe80::" in done.stderr and f"eth1 ({host.data_address}, fe80::" in done.stderr
+
+
+def test_gpus_min_is_decided_again_when_the_smallest_host_leaves_an_elastic_job(make_network, tmp_path):
+    net = make_network(3)
+    go = tmp_path / "go"
+    options = ["--gpus", "min", "--max-restarts", "2", "--settle", "1", *FAST]
+    peers, out = start_hosts(net, tmp_path, f"r-{secrets.token_hex(3)}", options, until=go, expect="2:3")
+    first = wait_for_records(out, 3)
+    assert {r["devices"]["CUDA_VISIBLE_DEVICES"] for r in first} == {"0,1,2,3"}
+    small = first[1]["env"]["RENDEZVOUS_NODE_ID"]
+    peers[1].proc.send_signal(signal.SIGTERM)  # the 4-GPU host leaves for good
+    peers[1].wait()
+
+    def second_round():
+        found = [r for r in records(out) if r["env"]["RENDEZVOUS_ROUND"] == "2"]
+        return found if len(found) == 2 else None
+
+    later = wait_until(second_round, lambda: peers[0].log)
+    assert small not in {r["env"]["RENDEZVOUS_NODE_ID"] for r in later}
+    assert [r["devices"]["CUDA_VISIBLE_DEVICES"] for r in later] == ["0,1,2,3,4,5,6,7"] * 2
+    go.touch()
+    for peer in (peers[0], peers[2]):
+        assert peer.wait() == 0, peer.log
+        assert "this node's command uses GPUs 0,1,2,3,4,5,6,7 (--gpus min)" in peer.log, peer.log

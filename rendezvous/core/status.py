@@ -183,7 +183,8 @@ def describe_status(status: NodeStatus, daemon_pid: Optional[int] = None) -> str
     if status.membership is not None and status.fingerprint is not None:
         rows.append(("devices", _devices(status)))
     if status.node.data_address is not None:
-        rows.append(("data network", f"{status.node.data_address} ({status.fingerprint.data_interface if status.fingerprint else '?'})"))
+        interface = status.fingerprint.data_interface if status.fingerprint else ""
+        rows.append(("data network", f"{status.node.data_address}" + (f" ({interface})" if interface else "")))
     rows.extend(("preflight", line) for line in status.preflight)
     tf_config = status.tf_config
     rows.append(("TF_CONFIG", json.dumps(tf_config, separators=(",", ":")) if tf_config else "not yet"))

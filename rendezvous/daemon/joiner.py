@@ -292,7 +292,8 @@ class Joiner:
     def _log_devices(self, membership: Membership, env: dict[str, str]) -> None:
         fingerprint = self._seat.fingerprint
         devices = describe_devices(membership.gpus, fingerprint.gpu_ids if fingerprint else ())
-        option = f" (--gpus {self._config.gpus})" if membership.gpus is not None else ""
+        chosen = fingerprint.gpu_option if fingerprint else self._config.gpus
+        option = f" (--gpus {chosen})" if membership.gpus is not None else ""
         shown = f", {VISIBLE}={env[VISIBLE]!r}" if VISIBLE in env else ""
         log.info("this node's command uses %s%s%s", devices, option, shown)
         sockets = [f"{name}={env.get(name, os.environ.get(name))}" for name in SOCKET_VARIABLES

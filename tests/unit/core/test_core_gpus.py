@@ -252,3 +252,22 @@ def test_a_junk_data_address_makes_the_advert_invalid(junk):
     props = {k.encode(): v.encode() for k, v in Advert(peer=A, job="job", expect=Size.fixed(2)).to_txt().items()}
     with pytest.raises(InvalidAdvert):
         decode_advert({**props, b"data": junk}, ["10.0.0.10"], 7000)
+
+
+def test_status_shows_the_devices_and_the_data_network():
+    from rendezvous.core.advert import Phase
+    from rendezvous.core.status import NodeStatus, describe_status, status_to_dict
+
+    me = peer("10.0.0.10", "aaaaaaaa", "192.168.9.1")
+    other = peer("10.0.0.11", "bbbbbbbb", "192.168.9.2")
+    status = NodeStatus(node=me, job="job", expect=Size.fixed(2), phase=Phase.RUNNING,
+                        membership=Membership.freeze("job", 1, [me, other], gpus=2),
+                        fingerprint=gpus(4, "min", data="eth1"))
+    text = describe_status(status)
+    assert "  devices       GPUs 0,1 (--gpus min)" in text and "  data network  192.168.9.1 (eth1)" in text
+    assert "192.168.9.2:9000" in text  # the members' TensorFlow endpoints, on the data network
+    shown = status_to_dict(status)
+    assert (shown["gpu_count"], shown["devices"]) == (2, ["0", "1"])
+    assert [m["data_address"] for m in shown["members"]] == ["192.168.9.1", "192.168.9.2"]
+    waiting = status_to_dict(NodeStatus(node=A, job="job", expect=Size.fixed(2), fingerprint=gpus(4)))
+    assert (waiting["gpu_count"], waiting["devices"]) == (None, None) and "data_address" not in waiting["node"]

@@ -222,6 +222,7 @@ def compare(members: Sequence[tuple[Peer, Fingerprint]], allowed: frozenset[Mism
     found = [d for a in (*aspects, *map(_file_aspect, files)) if (d := _difference(a, members, names))]
     if any(d.kind is Mismatch.TENSORFLOW for d in found):
         found = [d for d in found if d.kind is not Mismatch.TENSORFLOW_PATCH]
+    found.extend(filter(None, [_data_families(members, names)]))
     choice = GpuChoice()
     if not any(d.kind is Mismatch.GPU_OPTION for d in found):
         choice = choose_count(gpus, [(names[p.node_id], f.gpu_count) for p, f in members])
@@ -230,6 +231,19 @@ def compare(members: Sequence[tuple[Peer, Fingerprint]], allowed: frozenset[Mism
     fatal = tuple(d for d in found if d.kind in ALWAYS_FATAL or d.kind not in allowed)
     warnings = tuple(d for d in found if d not in fatal)
     return Verdict(_with_hints(fatal), warnings, choice.count, choice.note)
+
+
+def _data_families(members: Sequence[tuple[Peer, Fingerprint]], names: dict[str, str]) -> Optional[Difference]:
+    """Data addresses of both IP families: the workers could not reach each other."""
+    by_family: dict[int, list[str]] = {}
+    for peer, _ in members:
+        if peer.data_address is not None:
+            by_family.setdefault(peer.data_address.version, []).append(names[peer.node_id])
+    if len(by_family) < 2:
+        return None
+    parts = [f"{', '.join(who)} {'has an' if len(who) == 1 else 'have'} IPv{version} data address"
+             f"{'' if len(who) == 1 else 'es'}" for version, who in sorted(by_family.items())]
+    return Difference(Mismatch.DATA_NETWORK, "; ".join(parts) + " (give every node a data address of one IP family)")
 
 
 def _with_hints(fatal: tuple[Difference, ...]) -> tuple[Difference, ...]:

@@ -147,6 +147,16 @@ def test_a_data_network_on_some_nodes_only_is_refused_always():
     assert not compare([(A, gpus(1, data="eth1")), (B, gpus(1, data="ib0"))]).refused
 
 
+def test_data_addresses_of_both_ip_families_are_refused():
+    members = [(peer("10.0.0.10", "aaaaaaaa", "192.168.9.1"), gpus(1, data="eth1")),
+               (peer("10.0.0.11", "bbbbbbbb", "fd00:9::2"), gpus(1, data="eth1")),
+               (peer("10.0.0.12", "cccccccc", "192.168.9.3"), gpus(1, data="eth1"))]
+    assert compare(members, frozenset(Mismatch)).reason == (
+        "preflight: 10.0.0.10, 10.0.0.12 have IPv4 data addresses; 10.0.0.11 has an IPv6 data address "
+        "(give every node a data address of one IP family)")
+    assert not compare(members[::2]).refused
+
+
 def test_the_frozen_membership_carries_the_count_and_every_round_decides_again():
     policy = Policy(max_restarts=3, gpus=GpuPolicy(GpuMode.MIN))
     state = Round(job="job", expect=Size(2, 3), policy=policy)

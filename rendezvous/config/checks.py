@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional
 
 from ..core import numbers
 from ..core.advert import MAX_EXPECT, validate_job
+from ..core.gpus import GpuPolicy
 from ..core.preflight import ALLOWABLE, ALWAYS_FATAL
 from ..core.round import MIN_LIVENESS_TIMEOUT
 from ..core.seeds import parse_seed
@@ -126,6 +127,17 @@ def address_problem(value: object) -> Optional[str]:
     return None
 
 
+def gpus_problem(value: object) -> Optional[str]:
+    """--gpus: all, min, none or a whole number (a number in the config file too)."""
+    try:
+        if not isinstance(value, str) and not is_whole(value):
+            raise ValueError(f"must be all, min, none or a number of GPUs, got {value!r}")
+        GpuPolicy.parse(str(value))
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def peers_problem(value: object) -> Optional[str]:
     if not isinstance(value, (tuple, list)) or not all(isinstance(t, str) for t in value):
         return f"must be a list of HOST[:PORT], got {value!r}"
@@ -178,7 +190,7 @@ def paths_problem(value: object) -> Optional[str]:
 def mismatches_problem(value: object) -> Optional[str]:
     if isinstance(value, (tuple, list)) and all(k in ALLOWABLE for k in value):
         return None
-    never = " and ".join(sorted(k.value for k in ALWAYS_FATAL))
+    never = ", ".join(sorted(k.value for k in ALWAYS_FATAL))
     return f"must name kinds from {', '.join(ALLOWABLE)} ({never} differences are always refused), got {value!r}"
 
 

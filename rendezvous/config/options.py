@@ -111,6 +111,14 @@ OPTIONS: tuple[Option, ...] = (
     Option("interface", Kind.TEXT, checks.interface_problem, None, group="network", metavar="NAME",
            help="advertise and listen on the address of this interface, e.g. eth0 (its IPv4 "
                 "one, and its IPv6 one too for a job that needs IPv6)"),
+    Option("data_interface", Kind.TEXT, checks.interface_problem, None, group="network", metavar="NAME",
+           help="a separate network for the training traffic, e.g. eth1: the TensorFlow workers "
+                "reach this node at that interface's address (TF_CONFIG), and NCCL and Gloo use "
+                "it (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, unless set); discovery and the "
+                "rendezvous stay on --address/--interface. Give it on every node or on none "
+                "(default: the training traffic uses the rendezvous address)"),
+    Option("data_address", Kind.TEXT, checks.address_problem, None, group="network", metavar="IP",
+           help="like --data-interface, naming the data network by this node's address on it"),
     Option("port", Kind.WHOLE, checks.port_problem, None, group="network", metavar="PORT",
            help=f"port of this node's rendezvous gRPC server; 0: any free port (default: "
                 f"{DEFAULT_PORT}, or any free port when another daemon of this host has it)"),
@@ -158,11 +166,16 @@ OPTIONS: tuple[Option, ...] = (
                 "is refused when its SHA-256 differs (repeatable)"),
     Option("allow_mismatch", Kind.LIST, checks.mismatches_problem, (), group="preflight", metavar="KIND",
            help=f"only warn when the nodes differ in this way: {', '.join(ALLOWABLE)} (repeatable). "
-                "A different TensorFlow major.minor or GPU count is always refused"),
+                "A different TensorFlow major.minor, or GPU count with --gpus all, is always refused"),
     Option("python", Kind.TEXT, checks.interpreter_problem, None, group="preflight", metavar="PATH",
            help="the interpreter the command runs, whose Python and TensorFlow versions are "
                 "compared (default: the command's, when it starts with python or a script run "
                 "by one; else the one running rendezvous)"),
+    Option("gpus", Kind.TEXT, checks.gpus_problem, "all", group="preflight", metavar="all|min|N|none",
+           help="how many GPUs each node's command uses, as CUDA_VISIBLE_DEVICES (the same on "
+                "every node): all of them ({default}; nodes with different GPU counts are "
+                "refused), min (as many as the node with the fewest has: a mixed fleet), N "
+                "(exactly N; a node with fewer is refused) or none (train on the CPU)"),
     Option("sync_dir", Kind.TEXT, checks.sync_dir_problem, None, group="launch", metavar="DIR",
            help="before every launch, make DIR on every node a copy of the newest one (the one "
                 "the previous round's chief wrote), and after the job succeeds, of the chief's: "

@@ -100,7 +100,7 @@ class Coordination:
         )
         frozen = pb.Frozen(
             members=_wire.peers_to_pb(membership.members), cluster_digest=membership.digest,
-            warnings=state.warnings, liveness_timeout=self.liveness,
+            warnings=state.warnings, liveness_timeout=self.liveness, gpus=membership.gpus,
         )
         self.broadcast(self.message(frozen=frozen))
         self.watchdog.start()

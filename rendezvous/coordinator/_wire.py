@@ -99,7 +99,8 @@ def redirect_to_pb(redirection: Redirection) -> pb.Redirect:
 
 def peer_to_pb(peer: Peer) -> pb.Peer:
     return pb.Peer(
-        node_id=peer.node_id, address=str(peer.address), port=peer.port, tf_port=peer.tf_port
+        node_id=peer.node_id, address=str(peer.address), port=peer.port, tf_port=peer.tf_port,
+        data_address=str(peer.data_address) if peer.data_address is not None else "",
     )
 
 
@@ -110,6 +111,7 @@ def peer_from_pb(message: pb.Peer) -> Peer:
         address=parse_address(message.address),
         port=message.port,
         tf_port=message.tf_port,
+        data_address=parse_address(message.data_address) if message.data_address else None,
     )
 
 
@@ -123,6 +125,9 @@ def fingerprint_to_pb(fingerprint: Fingerprint) -> pb.Fingerprint:
         tensorflow=fingerprint.tensorflow or "",
         gpus=fingerprint.gpus,
         files={path: digest or "" for path, digest in fingerprint.files.items()},
+        gpu_ids=fingerprint.gpu_ids,
+        gpu_option=fingerprint.gpu_option,
+        data_interface=fingerprint.data_interface,
     )
 
 
@@ -132,6 +137,9 @@ def fingerprint_from_pb(message: pb.Fingerprint) -> Fingerprint:
         tensorflow=message.tensorflow or None,
         gpus=tuple(message.gpus),
         files={path: digest or None for path, digest in message.files.items()},
+        gpu_ids=tuple(message.gpu_ids),
+        gpu_option=message.gpu_option or "all",  # an older node: --gpus all, as it behaves
+        data_interface=message.data_interface,
     )
 
 
@@ -173,6 +181,7 @@ def status_to_pb(status: NodeStatus) -> pb.StatusResponse:
         tensorflow=status.tensorflow,
         gpus=status.gpus,
         preflight=status.preflight,
+        gpu_count=membership.gpus if membership else None,
     )
     response.self.CopyFrom(peer_to_pb(status.node))
     if status.fingerprint is not None:
@@ -193,7 +202,8 @@ def status_from_pb(message: pb.StatusResponse) -> NodeStatus:
     """Raises ValueError for a response that is not a valid status."""
     validate_job(message.header.job)  # printed by `status`: no control characters
     members = tuple(peer_from_pb(p) for p in message.members)
-    membership = Membership(job=message.header.job, round=message.header.round, members=members) if members else None
+    gpus = message.gpu_count if message.HasField("gpu_count") else None
+    membership = Membership(message.header.job, message.header.round, members, gpus) if members else None
     pid = message.trainer_pid or None
     return NodeStatus(
         node=peer_from_pb(message.self),

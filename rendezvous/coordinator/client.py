@@ -148,7 +148,8 @@ class JoinSession:
                 return Waiting(joined, _wire.size_from_pb(message.waiting))
             if kind == "frozen":
                 members = tuple(_wire.peer_from_pb(p) for p in message.frozen.members)
-                membership = Membership(job=message.header.job, round=message.header.round, members=members)
+                gpus = message.frozen.gpus if message.frozen.HasField("gpus") else None
+                membership = Membership(message.header.job, message.header.round, members, gpus)
                 liveness = message.frozen.liveness_timeout
                 if not (liveness == 0 or MIN_LIVENESS_TIMEOUT <= liveness < math.inf):
                     raise ValueError(f"liveness timeout {liveness!r} is not a number of seconds "

@@ -102,13 +102,15 @@ def join(state: Round, peer: Peer, expect: Size, now: float, fingerprint: Option
 
 def check_preflight(frozen: Round) -> Step:
     """Compare the frozen members' fingerprints: a refused difference ends the job on every
-    node before any command starts (no restart mends it); allowed ones go out with the list."""
+    node before any command starts (no restart mends it); allowed ones go out with the list,
+    and so does the GPU count `--gpus` chose for this round's members."""
     assert frozen.membership is not None
     members = [(p, f) for p in frozen.membership.members if (f := frozen.fingerprints.get(p.node_id))]
-    verdict = preflight.compare(members, frozen.policy.allow_mismatch)
+    verdict = preflight.compare(members, frozen.policy.allow_mismatch, frozen.policy.gpus)
     if verdict.refused:
         return abort(replace(frozen, refused=True), verdict.reason, preflight.REFUSED, final=True)
-    return Step(replace(frozen, warnings=verdict.warning_lines()), Action.BROADCAST_FROZEN)
+    membership = replace(frozen.membership, gpus=verdict.gpus)  # --gpus: the count every member uses
+    return Step(replace(frozen, membership=membership, warnings=verdict.warning_lines()), Action.BROADCAST_FROZEN)
 
 
 def _join_late(state: Round, peer: Peer) -> Step:

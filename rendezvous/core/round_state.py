@@ -9,6 +9,7 @@ from typing import Mapping, Optional
 
 from .manifest import SyncSummary
 from .peer import Peer
+from .gpus import GpuPolicy
 from .preflight import Fingerprint, Mismatch
 from .record import field, record
 from .size import Size
@@ -62,11 +63,13 @@ class Rejection:
 class Policy:
     """When an aborted round is the last: after `max_restarts` restarts, or when a command
     exited with a code a restart cannot fix (a usage error, a command that cannot run).
-    `allow_mismatch`: the preflight differences that are only warnings."""
+    `allow_mismatch`: the preflight differences that are only warnings; `gpus`: how
+    many GPUs each command uses (`--gpus`), decided at every freeze."""
 
     max_restarts: int = 0
     no_restart_on: frozenset[int] = frozenset({2, 126, 127})
     allow_mismatch: frozenset[Mismatch] = frozenset()
+    gpus: GpuPolicy = GpuPolicy()
 
     def is_final(self, number: int, exit_code: int) -> bool:
         return number > self.max_restarts or exit_code in self.no_restart_on

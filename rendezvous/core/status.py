@@ -12,6 +12,7 @@ from typing import Any, Mapping, Optional
 
 from .advert import Advert, Phase
 from .peer import Peer
+from .gpus import describe_devices
 from .preflight import Fingerprint
 from .progress import Progress, describe, progress_to_dict
 from .record import field, record
@@ -179,6 +180,11 @@ def describe_status(status: NodeStatus, daemon_pid: Optional[int] = None) -> str
         rows.extend(("", line) for line in lines[1:])
     if status.fingerprint is not None:
         rows.append(("environment", status.fingerprint.describe()))
+    if status.membership is not None and status.fingerprint is not None:
+        rows.append(("devices", _devices(status)))
+    if status.node.data_address is not None:
+        interface = status.fingerprint.data_interface if status.fingerprint else ""
+        rows.append(("data network", f"{status.node.data_address}" + (f" ({interface})" if interface else "")))
     rows.extend(("preflight", line) for line in status.preflight)
     tf_config = status.tf_config
     rows.append(("TF_CONFIG", json.dumps(tf_config, separators=(",", ":")) if tf_config else "not yet"))
@@ -196,8 +202,23 @@ def describe_status(status: NodeStatus, daemon_pid: Optional[int] = None) -> str
     return "\n".join([head] + [f"  {label.ljust(width)}  {value}".rstrip() for label, value in rows])
 
 
+def _devices(status: NodeStatus) -> str:
+    """`GPUs 0,1,2,3 (--gpus min)`: what this node's command uses in the frozen round."""
+    assert status.membership is not None and status.fingerprint is not None
+    used = describe_devices(status.membership.gpus, status.fingerprint.gpu_ids)
+    return used if status.membership.gpus is None else f"{used} (--gpus {status.fingerprint.gpu_option})"
+
+
+def _used_devices(status: NodeStatus) -> Optional[list[str]]:
+    if status.membership is None or status.fingerprint is None:
+        return None
+    count = status.membership.gpus
+    return list(status.fingerprint.gpu_ids[:count] if count is not None else status.fingerprint.gpu_ids)
+
+
 def peer_to_dict(peer: Peer) -> dict[str, Any]:
-    return {"node_id": peer.node_id, "address": str(peer.address), "port": peer.port, "tf_port": peer.tf_port}
+    shown = {"node_id": peer.node_id, "address": str(peer.address), "port": peer.port, "tf_port": peer.tf_port}
+    return shown if peer.data_address is None else {**shown, "data_address": str(peer.data_address)}
 
 
 def status_to_dict(status: NodeStatus) -> dict[str, Any]:
@@ -225,6 +246,8 @@ def status_to_dict(status: NodeStatus) -> dict[str, Any]:
         "exit_code": status.exit_code,
         "environment": fingerprint_to_dict(status.fingerprint) if status.fingerprint else None,
         "preflight": list(status.preflight),
+        "gpu_count": status.membership.gpus if status.membership else None,
+        "devices": _used_devices(status),
         "progress": progress_to_dict(status.progress) if status.progress else None,
     }
 
@@ -235,4 +258,7 @@ def fingerprint_to_dict(fingerprint: Fingerprint) -> dict[str, Any]:
         "tensorflow": fingerprint.tensorflow,
         "gpus": list(fingerprint.gpus),
         "same_files": dict(fingerprint.files),
+        "gpu_ids": list(fingerprint.gpu_ids),
+        "gpus_option": fingerprint.gpu_option,
+        "data_interface": fingerprint.data_interface or None,
     }

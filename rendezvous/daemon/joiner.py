@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 import time
 from contextlib import aclosing
 from typing import AsyncIterator, Callable, Optional, Protocol
@@ -29,7 +30,8 @@ from ..core.preflight import Fingerprint
 from ..core.size import Size
 from ..core.progress import VARIABLE as PROGRESS_VARIABLE
 from ..core.progress import Progress
-from ..core.tf_config import Membership, launch_environment
+from ..core.gpus import SOCKET_VARIABLES, VISIBLE, describe_devices
+from ..core.tf_config import Membership, command_environment
 from ..coordinator.local import JoinHandler
 from ..errors import MembershipError
 from ..launch.launcher import Launcher
@@ -255,13 +257,13 @@ class Joiner:
     async def _confirm(self, membership: Membership) -> None:
         """Arm the command with its environment, then confirm the list by its digest."""
         node_id = self._seat.me().node_id
-        env = launch_environment(membership, node_id)
-        env[PROGRESS_VARIABLE] = str(self._progress.path(node_id))
+        env = self.environment(membership)
         log.info(
             "round %d frozen: worker %d of %d, coordinator %s, TF_CONFIG=%s",
             membership.round, membership.rank_of(node_id), membership.world_size,
             membership.coordinator.describe(), env["TF_CONFIG"],
         )
+        self._log_devices(membership, env)
         if self.state.liveness_timeout != self._config.liveness_timeout:
             log.info("the coordinator's liveness timeout of %g s rules this round (this node's: %g s)",
                      self.state.liveness_timeout, self._config.liveness_timeout)
@@ -277,6 +279,27 @@ class Joiner:
             await self.session.ready(membership.digest, summary)
         except SessionLost:
             pass  # the read side reports the lost coordinator
+
+    def environment(self, membership: Membership) -> dict[str, str]:
+        """The variables this node's command gets for the round of `membership`, on top of
+        the daemon's environment: computed here only, however the command is started."""
+        node_id, fingerprint = self._seat.me().node_id, self._seat.fingerprint
+        return command_environment(
+            membership, node_id, os.environ, fingerprint.gpu_ids if fingerprint else (), self._seat.data_interface,
+            {PROGRESS_VARIABLE: str(self._progress.path(node_id))},
+        )
+
+    def _log_devices(self, membership: Membership, env: dict[str, str]) -> None:
+        fingerprint = self._seat.fingerprint
+        devices = describe_devices(membership.gpus, fingerprint.gpu_ids if fingerprint else ())
+        chosen = fingerprint.gpu_option if fingerprint else self._config.gpus
+        option = f" (--gpus {chosen})" if membership.gpus is not None else ""
+        shown = f", {VISIBLE}={env[VISIBLE]!r}" if VISIBLE in env else ""
+        log.info("this node's command uses %s%s%s", devices, option, shown)
+        sockets = [f"{name}={env.get(name, os.environ.get(name))}" for name in SOCKET_VARIABLES
+                   if self._seat.data_interface]
+        if sockets:
+            log.info("training traffic on the data network: %s", ", ".join(sockets))
 
     async def _report(self, report: machine.Report) -> None:
         log.info("command exited with code %d%s", report.exit_code, f" ({report.reason})" if report.reason else "")

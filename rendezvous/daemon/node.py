@@ -229,7 +229,18 @@ class Node:
     def _advertise(self, phase: Phase, round: Optional[int] = None) -> None:
         membership = self._membership
         round = round or (membership.round if membership else self.view.me.round)
-        self._presence.advertise(phase, round, membership.coordinator.endpoint if membership else None)
+        self._presence.advertise(phase, round, membership.coordinator.endpoint if membership else None,
+                                 self._gpus_shown())
+
+    def _gpus_shown(self) -> Optional[str]:
+        """The advert's GPUs (`rendezvous peers`, `status`): with a count --gpus chose for
+        the running round, which of them the command uses."""
+        fingerprint, membership = self._endpoint.fingerprint, self._membership
+        if fingerprint is None:
+            return None
+        if membership is None or membership.gpus is None or self._phase is Phase.WAITING:
+            return fingerprint.describe_gpus()
+        return f"{fingerprint.describe_gpus()}, using {','.join(fingerprint.gpu_ids[:membership.gpus]) or 'none'}"
 
     def _frozen(self) -> bool:
         """Whether this node's round is frozen, or past that: it keeps its addresses."""

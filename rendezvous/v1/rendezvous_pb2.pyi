@@ -34,16 +34,18 @@ class Auth(_message.Message):
     def __init__(self, scheme: _Optional[str] = ..., nonce: _Optional[bytes] = ..., timestamp_ms: _Optional[int] = ..., mac: _Optional[bytes] = ...) -> None: ...
 
 class Peer(_message.Message):
-    __slots__ = ("node_id", "address", "port", "tf_port")
+    __slots__ = ("node_id", "address", "port", "tf_port", "data_address")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
     TF_PORT_FIELD_NUMBER: _ClassVar[int]
+    DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     address: str
     port: int
     tf_port: int
-    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., port: _Optional[int] = ..., tf_port: _Optional[int] = ...) -> None: ...
+    data_address: str
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., port: _Optional[int] = ..., tf_port: _Optional[int] = ..., data_address: _Optional[str] = ...) -> None: ...
 
 class PeerMessage(_message.Message):
     __slots__ = ("header", "join", "ready", "finished", "heartbeat", "progress", "synced")
@@ -103,7 +105,7 @@ class JoinRequest(_message.Message):
     def __init__(self, peer: _Optional[_Union[Peer, _Mapping]] = ..., expect: _Optional[int] = ..., fingerprint: _Optional[_Union[Fingerprint, _Mapping]] = ..., expect_min: _Optional[int] = ...) -> None: ...
 
 class Fingerprint(_message.Message):
-    __slots__ = ("python", "tensorflow", "gpus", "files")
+    __slots__ = ("python", "tensorflow", "gpus", "files", "gpu_ids", "gpu_option", "data_interface")
     class FilesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -115,11 +117,17 @@ class Fingerprint(_message.Message):
     TENSORFLOW_FIELD_NUMBER: _ClassVar[int]
     GPUS_FIELD_NUMBER: _ClassVar[int]
     FILES_FIELD_NUMBER: _ClassVar[int]
+    GPU_IDS_FIELD_NUMBER: _ClassVar[int]
+    GPU_OPTION_FIELD_NUMBER: _ClassVar[int]
+    DATA_INTERFACE_FIELD_NUMBER: _ClassVar[int]
     python: str
     tensorflow: str
     gpus: _containers.RepeatedScalarFieldContainer[str]
     files: _containers.ScalarMap[str, str]
-    def __init__(self, python: _Optional[str] = ..., tensorflow: _Optional[str] = ..., gpus: _Optional[_Iterable[str]] = ..., files: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    gpu_ids: _containers.RepeatedScalarFieldContainer[str]
+    gpu_option: str
+    data_interface: str
+    def __init__(self, python: _Optional[str] = ..., tensorflow: _Optional[str] = ..., gpus: _Optional[_Iterable[str]] = ..., files: _Optional[_Mapping[str, str]] = ..., gpu_ids: _Optional[_Iterable[str]] = ..., gpu_option: _Optional[str] = ..., data_interface: _Optional[str] = ...) -> None: ...
 
 class Ready(_message.Message):
     __slots__ = ("cluster_digest", "sync")
@@ -178,16 +186,18 @@ class Waiting(_message.Message):
     def __init__(self, joined: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., expect: _Optional[int] = ..., expect_min: _Optional[int] = ...) -> None: ...
 
 class Frozen(_message.Message):
-    __slots__ = ("members", "cluster_digest", "warnings", "liveness_timeout")
+    __slots__ = ("members", "cluster_digest", "warnings", "liveness_timeout", "gpus")
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_DIGEST_FIELD_NUMBER: _ClassVar[int]
     WARNINGS_FIELD_NUMBER: _ClassVar[int]
     LIVENESS_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
     members: _containers.RepeatedCompositeFieldContainer[Peer]
     cluster_digest: str
     warnings: _containers.RepeatedScalarFieldContainer[str]
     liveness_timeout: float
-    def __init__(self, members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., cluster_digest: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., liveness_timeout: _Optional[float] = ...) -> None: ...
+    gpus: int
+    def __init__(self, members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., cluster_digest: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., liveness_timeout: _Optional[float] = ..., gpus: _Optional[int] = ...) -> None: ...
 
 class Release(_message.Message):
     __slots__ = ("start_at_unix_ns", "delay_ns")
@@ -250,7 +260,7 @@ class StatusRequest(_message.Message):
     def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., caller: _Optional[_Union[AdvertRecord, _Mapping]] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("header", "self", "phase", "expect", "coordinator", "members", "tf_config", "rank", "seen", "trainer_pid", "trainer_uptime_seconds", "exit_code", "fingerprint", "tensorflow", "gpus", "preflight", "progress", "expect_min")
+    __slots__ = ("header", "self", "phase", "expect", "coordinator", "members", "tf_config", "rank", "seen", "trainer_pid", "trainer_uptime_seconds", "exit_code", "fingerprint", "tensorflow", "gpus", "preflight", "progress", "expect_min", "gpu_count")
     class TensorflowEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -283,6 +293,7 @@ class StatusResponse(_message.Message):
     PREFLIGHT_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     EXPECT_MIN_FIELD_NUMBER: _ClassVar[int]
+    GPU_COUNT_FIELD_NUMBER: _ClassVar[int]
     header: Header
     self: Peer
     phase: str
@@ -301,7 +312,8 @@ class StatusResponse(_message.Message):
     preflight: _containers.RepeatedScalarFieldContainer[str]
     progress: Progress
     expect_min: int
-    def __init__(self_, header: _Optional[_Union[Header, _Mapping]] = ..., self: _Optional[_Union[Peer, _Mapping]] = ..., phase: _Optional[str] = ..., expect: _Optional[int] = ..., coordinator: _Optional[_Union[Peer, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., tf_config: _Optional[str] = ..., rank: _Optional[int] = ..., seen: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., trainer_pid: _Optional[int] = ..., trainer_uptime_seconds: _Optional[float] = ..., exit_code: _Optional[int] = ..., fingerprint: _Optional[_Union[Fingerprint, _Mapping]] = ..., tensorflow: _Optional[_Mapping[str, str]] = ..., gpus: _Optional[_Mapping[str, str]] = ..., preflight: _Optional[_Iterable[str]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., expect_min: _Optional[int] = ...) -> None: ...
+    gpu_count: int
+    def __init__(self_, header: _Optional[_Union[Header, _Mapping]] = ..., self: _Optional[_Union[Peer, _Mapping]] = ..., phase: _Optional[str] = ..., expect: _Optional[int] = ..., coordinator: _Optional[_Union[Peer, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., tf_config: _Optional[str] = ..., rank: _Optional[int] = ..., seen: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., trainer_pid: _Optional[int] = ..., trainer_uptime_seconds: _Optional[float] = ..., exit_code: _Optional[int] = ..., fingerprint: _Optional[_Union[Fingerprint, _Mapping]] = ..., tensorflow: _Optional[_Mapping[str, str]] = ..., gpus: _Optional[_Mapping[str, str]] = ..., preflight: _Optional[_Iterable[str]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., expect_min: _Optional[int] = ..., gpu_count: _Optional[int] = ...) -> None: ...
 
 class MemberStatus(_message.Message):
     __slots__ = ("peer", "rank", "phase", "command_uptime_seconds", "exit_code", "progress", "straggler")

@@ -207,3 +207,34 @@ def test_gossip_round_trips_and_junk_records_are_left_out():
     gossip = _wire.gossip_from_pb(pb.Adverts.FromString(message.SerializeToString()))
     assert gossip.records == (good, v6)
     assert gossip.known == {"aaaaaaaa": 7, "bbbbbbbb": 3}
+
+
+# -- the data network and --gpus on the wire ------------------------------------------------
+
+from rendezvous.core.preflight import Fingerprint as _Fingerprint  # noqa: E402
+
+data_peers = st.builds(
+    Peer, node_id=node_ids, address=st.ip_addresses(v=4), port=ports, tf_port=ports,
+    data_address=st.one_of(st.none(), st.ip_addresses(v=4), st.ip_addresses(v=6)),
+)
+
+
+@given(data_peers)
+@settings(max_examples=50)
+def test_a_peers_data_address_survives_the_wire(p):
+    assert _wire.peer_from_pb(_wire.peer_to_pb(p)) == p
+
+
+def test_a_junk_data_address_is_a_malformed_peer():
+    message = _wire.peer_to_pb(A)
+    message.data_address = "eth1"
+    with pytest.raises(ValueError, match="not a numeric IP address"):
+        _wire.peer_from_pb(message)
+
+
+def test_the_gpus_devices_and_data_interface_survive_the_wire_and_an_older_node_means_all():
+    fingerprint = _Fingerprint("3.11.9", "2.21.0", ("T4",) * 2, gpu_ids=("3", "5"), gpu_option="min",
+                               data_interface="eth1")
+    assert _wire.fingerprint_from_pb(_wire.fingerprint_to_pb(fingerprint)) == fingerprint
+    older = _wire.fingerprint_from_pb(pb.Fingerprint(python="3.11.9", gpus=["T4"]))
+    assert (older.gpu_option, older.gpu_ids, older.data_interface) == ("all", (), "")

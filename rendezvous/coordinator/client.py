@@ -208,6 +208,11 @@ class TokenNeeded(RequestRefused):
     """The job has a token, and the request was not signed: that is all it said."""
 
 
+class TokenRefused(RequestRefused, StatusUntrusted):
+    """A signed request refused, or an answer not signed with the request's token: the two
+    sides hold different tokens (`status --job` and `stop` exit with RequestRefused's status)."""
+
+
 async def _ask(endpoint: str, timeout: float, method: str, request: Message):
     """One unary call (Status, JobStatus, Stop); NoDaemonError if it gets no answer in time,
     TokenNeeded if it was unsigned and the job has a token, StatusUntrusted if it was signed
@@ -221,7 +226,7 @@ async def _ask(endpoint: str, timeout: float, method: str, request: Message):
             if exc.code() is grpc.StatusCode.UNAUTHENTICATED:
                 if not request.header.auth.scheme:  # type: ignore[attr-defined]
                     raise TokenNeeded(f"{endpoint}: {details}") from None
-                raise StatusUntrusted(f"{endpoint} refused this node's signed request: {details}") from None
+                raise TokenRefused(f"{endpoint} refused this node's signed request: {details}") from None
             if exc.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT):
                 raise RequestRefused(f"{endpoint} refused the request: {details}") from None
             raise NoDaemonError(f"the daemon at {endpoint} did not answer: {exc.code().name} {details}") from None
@@ -254,7 +259,7 @@ async def fetch_job_status(endpoint: str, timeout: float, keys: Optional[Keys] =
         signer.open(response)
         return _wire.job_view_from_pb(response)
     except AuthError as exc:
-        raise StatusUntrusted(f"the answer of {endpoint}: {exc}") from None
+        raise TokenRefused(f"the answer of {endpoint}: {exc}") from None
     except ValueError as exc:
         raise NoDaemonError(f"the daemon at {endpoint} sent an invalid job status: {printable(str(exc))}") from None
 
@@ -287,7 +292,7 @@ async def stop_job(
         members = tuple(_wire.peer_from_pb(p) for p in response.members)
         coordinator = _wire.optional_peer_from_pb(response.coordinator)
     except AuthError as exc:
-        raise StatusUntrusted(f"the answer of {endpoint}: {exc}") from None
+        raise TokenRefused(f"the answer of {endpoint}: {exc}") from None
     except (ValueError, TypeError) as exc:
         raise NoDaemonError(f"the daemon at {endpoint} sent an invalid answer: {printable(str(exc))}") from None
     return StopAnswer(response.coordinating, coordinator, members, response.round, printable(response.phase, 40))

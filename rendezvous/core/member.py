@@ -8,10 +8,9 @@ peers send; this module decides what a peer does with what its coordinator sends
        |  +-- Waiting / Redirected / Lost     +------- Aborted, Lost, Completed: ENDED --------+
        +-- Rejected, a broken protocol: FAILED (no restart helps)
 
-An ENDED round is followed by the next one unless `RoundEnd.final` (or `Policy`) says no;
-never after `rendezvous stop` (an Aborted with a stop). `step(state, event, now)` returns the
-next state and the one action the node must carry out. Nothing here reads a clock, opens a
-socket or touches the environment.
+An ENDED round is followed by the next one unless `RoundEnd.final` (or `Policy`) says no; never
+after `rendezvous stop`. `step(state, event, now)` returns the next state and the one action the
+node must carry out. Nothing here reads a clock, opens a socket or touches the environment.
 """
 
 from __future__ import annotations

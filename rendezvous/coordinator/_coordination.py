@@ -147,6 +147,10 @@ class Coordination:
         it); the members told."""
         state = self.round
         told = state.membership.members if state.membership and state.running else state.joined
+        # This node's own member may be on its way back to the next round: it ends too.
+        by_id = {p.node_id: p for p in told}
+        if state.phase is not RoundPhase.COMPLETED:
+            by_id.setdefault(self.me.node_id, self.me)
         log.warning("job %r: stop asked by %s in round %d (%s): ending it on %d members, no restart",
                     state.job, order.describe(), state.number, state.phase.value, len(self.outboxes))
         self.stopped = order
@@ -156,7 +160,7 @@ class Coordination:
             self._waiting_due.cancel()
             self._waiting_due = None
         self.apply(rounds.stop(state, order))
-        return tuple(told)
+        return tuple(sorted(by_id.values()))
 
     def _settle(self) -> None:
         self.apply(rounds.settle(self.round, time.monotonic()))

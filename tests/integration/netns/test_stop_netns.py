@@ -28,15 +28,16 @@ STUBBORN = ("import runpy, signal, sys; signal.signal(signal.SIGTERM, signal.SIG
             "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
 
 
-def start_job(net, tmp_path: Path, options=(), expect: int = 3, hosts=None):
-    """`join` on the first three hosts (or `hosts`), each command sleeping long, restarts allowed
-    (so that an abort would show as a round 2); one host's command ignores SIGTERM."""
+def start_job(net, tmp_path: Path, options=(), expect: int = 3, hosts=None, mode="sleep:600", stubborn=1):
+    """`join` on the first three hosts (or `hosts`), each command sleeping long (or as `mode`
+    says), restarts allowed (so that an abort would show as a round 2); the command of host
+    `stubborn` ignores SIGTERM."""
     job = f"st-{secrets.token_hex(3)}"
     (tmp_path / "out").mkdir(exist_ok=True)
     peers = []
     for i, host in enumerate(hosts or net.hosts[:3]):
-        command = [sys.executable, str(FAULT_COMMAND), str(tmp_path / "out"), "sleep:600"]
-        if i == 1:
+        command = [sys.executable, str(FAULT_COMMAND), str(tmp_path / "out"), mode]
+        if i == stubborn:
             command = [sys.executable, "-c", STUBBORN, *command[1:]]
         argv = join_argv(expect, job, tmp_path, options=[*FAST, "--max-restarts", "3", "--timeout", str(HANG),
                                                           *options], command=command)
@@ -57,11 +58,13 @@ def token_file(directory: Path, secret: str) -> str:
     return str(path)
 
 
-def assert_stopped(peers, asker_address: str, reason: str, tmp_path: Path) -> None:
+def assert_stopped(peers, asker_address: str, reason: str, tmp_path: Path, failed_before: bool = False) -> None:
+    """Every join exited with the stop's status, logged who asked, and no command of a later
+    round started (of round 2; the failure before the stop aside, no round followed at all)."""
     for peer in peers:
         assert peer.wait() == STOPPED, peer.log
         assert f"stopped by {asker_address} (user " in peer.log and reason in peer.log, peer.log
-        assert "round 2 starts" not in peer.log, peer.log
+        assert failed_before or "round 2 starts" not in peer.log, peer.log
     assert starts(tmp_path, 2) == [], "a restart round followed the stop"
 
 
@@ -142,3 +145,24 @@ def test_a_stop_while_the_job_is_forming_ends_the_peers_joined_so_far(make_netwo
     assert result.returncode == 0, result.stderr
     assert_stopped(peers, asker.address, "never mind", tmp_path)
     assert starts(tmp_path, 1) == []  # no command ever started
+
+
+def test_a_stop_during_a_restart_round_ends_every_member(make_network, tmp_path):
+    """Rank 1's command fails: the round is aborted. The coordinator's own command ignores
+    SIGTERM, so the others come back for round 2 while it is still ending its command (its
+    --abort-grace): the stop comes then, and reaches the coordinator's own member too when it
+    comes back."""
+    net = make_network(4)
+    job, peers = start_job(net, tmp_path, options=["--abort-grace", "4"], mode="fail-rank-1:1", stubborn=0)
+    asker = net.hosts[3]
+
+    def back_for_round_two():
+        status = rendezvous(asker, "status", "--job", job, "--json", "--timeout", "5")
+        view = json.loads(status.stdout) if status.returncode == 0 else {}
+        return view.get("round") == 2 and view.get("phase") == "gathering"
+
+    wait_until(back_for_round_two, "the members back for round 2")
+    result = rendezvous(asker, "stop", "--job", job, "--reason", "between rounds", "--json", "--timeout", str(HANG))
+    assert result.returncode == 0, result.stderr
+    assert len(json.loads(result.stdout)["members"]) == 3, result.stdout  # the coordinator's own member too
+    assert_stopped(peers, asker.address, "between rounds", tmp_path, failed_before=True)

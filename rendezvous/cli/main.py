@@ -265,7 +265,8 @@ def _report_error(exc: RendezvousError, log_format: str) -> int:
         log.error("%s", exc)  # one more JSON line for the log shipper (logging bears a broken stream)
     else:
         try:
-            print(f"rendezvous: error: {exc}", file=sys.stderr)
+            # A stop is what someone asked for, not an error of this node.
+            print(f"rendezvous: {'' if isinstance(exc, JobStopped) else 'error: '}{exc}", file=sys.stderr)
         except (OSError, ValueError):  # a broken pipe or a closed stream
             pass
     return exc.exit_code

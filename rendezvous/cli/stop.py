@@ -72,7 +72,7 @@ async def stop(job: str, address: IPAddress, lookup: Lookup, timeout: float, rea
     if not answer.coordinating:
         raise NoDaemonError(f"no node coordinates job {job!r} now: {endpoint} does not, and knows of none that does")
     asked = time.monotonic()
-    log.info("job %r: %s took the stop in round %d (%s), for %d members", job, endpoint, answer.round,
+    log.debug("job %r: %s took the stop in round %d (%s), for %d members", job, endpoint, answer.round,
              answer.phase, len(answer.members))
     ended: dict[str, float] = {}
     waiting = list(answer.members)

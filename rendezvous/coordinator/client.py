@@ -227,6 +227,8 @@ async def _ask(endpoint: str, timeout: float, method: str, request: Message):
                 if not request.header.auth.scheme:  # type: ignore[attr-defined]
                     raise TokenNeeded(f"{endpoint}: {details}") from None
                 raise TokenRefused(f"{endpoint} refused this node's signed request: {details}") from None
+            if exc.code() is grpc.StatusCode.UNIMPLEMENTED:
+                raise RequestRefused(f"{endpoint} runs a rendezvous without {method} (an older version)") from None
             if exc.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT):
                 raise RequestRefused(f"{endpoint} refused the request: {details}") from None
             raise NoDaemonError(f"the daemon at {endpoint} did not answer: {exc.code().name} {details}") from None

@@ -3,6 +3,7 @@ the one option table, checked alike, and the exit statuses written in the help."
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 
@@ -11,6 +12,16 @@ import pytest
 from rendezvous.cli.main import build_parser, main
 from rendezvous.config.options import BY_NAME, SUBCOMMAND_OPTIONS
 from rendezvous.errors import JobStopped, RequestRefused
+
+
+@pytest.fixture(autouse=True)
+def own_logging():
+    """`main` sets up the root logger on this test's stderr (captured): put it back after."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 def help_of(*args: str) -> str:

@@ -17,7 +17,7 @@ import time
 from typing import IO, Optional
 
 from ..core.peer import IPAddress, Peer
-from ..errors import NoDaemonError, RendezvousTimeout
+from ..errors import NoDaemonError, RendezvousError, RendezvousTimeout
 from .finding import Lookup, find_coordinator
 
 log = logging.getLogger(__name__)
@@ -35,16 +35,17 @@ def user_name() -> str:
 
 
 async def _gone(peer: Peer, timeout: float, lookup: Lookup) -> bool:
-    """Whether the member's daemon has ended: nothing answers at its endpoint, or another
-    node does (its port taken again)."""
-    from ..coordinator import StatusUntrusted, TokenNeeded, fetch_status
+    """Whether the member's daemon has ended: nothing listens at its endpoint any more, or
+    another node does (its port taken again). One that is there but does not answer in
+    time (stopped, starved, cut off) has not ended."""
+    from ..coordinator.client import Unreachable, fetch_status
 
     try:
         status = await fetch_status(peer.endpoint, timeout, lookup.keys)
-    except (StatusUntrusted, TokenNeeded):
-        return False  # something answers there; not ours to judge
-    except NoDaemonError:
+    except Unreachable:
         return True
+    except RendezvousError:  # something is there: a slow answer, or one not ours to judge
+        return False
     return status.node.node_id != peer.node_id
 
 

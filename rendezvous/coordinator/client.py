@@ -208,6 +208,10 @@ class TokenNeeded(RequestRefused):
     """The job has a token, and the request was not signed: that is all it said."""
 
 
+class Unreachable(NoDaemonError):
+    """Nothing listens at the endpoint (connection refused): no daemon runs there now."""
+
+
 class TokenRefused(RequestRefused, StatusUntrusted):
     """A signed request refused, or an answer not signed with the request's token: the two
     sides hold different tokens (`status --job` and `stop` exit with RequestRefused's status)."""
@@ -227,6 +231,8 @@ async def _ask(endpoint: str, timeout: float, method: str, request: Message):
                 if not request.header.auth.scheme:  # type: ignore[attr-defined]
                     raise TokenNeeded(f"{endpoint}: {details}") from None
                 raise TokenRefused(f"{endpoint} refused this node's signed request: {details}") from None
+            if exc.code() is grpc.StatusCode.UNAVAILABLE:
+                raise Unreachable(f"no daemon answers at {endpoint}: {details}") from None
             if exc.code() is grpc.StatusCode.UNIMPLEMENTED:
                 raise RequestRefused(f"{endpoint} runs a rendezvous without {method} (an older version)") from None
             if exc.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT):

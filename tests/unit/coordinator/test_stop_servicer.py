@@ -162,3 +162,50 @@ def test_a_node_that_does_not_coordinate_names_the_one_that_does_and_stops_nothi
             await server.stop(None)
 
     run(scenario)
+
+
+def test_stop_requests_of_junk_end_with_a_status_code_never_unknown():
+    """Junk bytes, another job, rounds out of range, any text, any grace (NaN, negative):
+    each answered with a status code of its own or taken, never UNKNOWN; a grace that is no
+    number of seconds is refused as INVALID_ARGUMENT."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    headers = st.builds(pb.Header, protocol_version=st.sampled_from([0, 1, 2]), job=st.sampled_from([JOB, "", "x"]),
+                        round=st.sampled_from([0, 1, 2**64 - 1]))
+    requests = st.builds(
+        lambda h, u, r, g: pb.StopRequest(header=h, user=u, reason=r, **({} if g is None else {"stop_grace": g})),
+        headers, st.text(max_size=300), st.text(max_size=300),
+        st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True)),
+    )
+
+    async def ask(server_me: Peer, data: bytes) -> grpc.StatusCode:
+        async with grpc.aio.insecure_channel(server_me.endpoint) as channel:
+            call = channel.unary_unary("/rendezvous.v1.Rendezvous/Stop", request_serializer=bytes,
+                                       response_deserializer=bytes)
+            try:
+                await call(data, timeout=3)
+            except grpc.aio.AioRpcError as exc:
+                return exc.code()
+        return grpc.StatusCode.OK
+
+    async def scenario():
+        servers = [await start(), await start(KEYS)]
+        loop = asyncio.get_running_loop()
+
+        @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+        @given(st.one_of(st.binary(max_size=200), requests.map(lambda r: r.SerializeToString())))
+        def check(data):
+            for _, me, _service in servers:
+                code = asyncio.run_coroutine_threadsafe(ask(me, data), loop).result(10)
+                assert code is not grpc.StatusCode.UNKNOWN
+
+        try:
+            await asyncio.to_thread(check)
+            nan = pb.StopRequest(header=_wire.header(JOB, 0, ""), stop_grace=float("nan")).SerializeToString()
+            assert await ask(servers[0][1], nan) is grpc.StatusCode.INVALID_ARGUMENT
+        finally:
+            for server, _, _ in servers:
+                await server.stop(None)
+
+    run(scenario)

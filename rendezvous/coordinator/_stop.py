@@ -82,6 +82,11 @@ class Stops:
         refusal = check_header(c, request.header)
         if refusal is not None:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, refusal.message)
+        if self._keys is None and request.header.auth.scheme:
+            # The caller believes the job has a token: stopping it anyway would answer in a way
+            # its caller cannot trust, after the fact.
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                f"job {c.round.job!r} has no token: stop it without --token-file")
         signer = await open_signed(self._keys, c.round.job, self._guard, request, context)
         source = source_of(context)
         if signer.active:

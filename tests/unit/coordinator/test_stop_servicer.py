@@ -128,6 +128,19 @@ async def raw_stop(me: Peer, request: pb.StopRequest):
         return await pb_grpc.RendezvousStub(channel).Stop(request, timeout=5)
 
 
+def test_a_signed_stop_to_a_job_without_a_token_is_refused_and_stops_nothing():
+    async def scenario():
+        server, me, service = await start()
+        try:
+            with pytest.raises(RequestRefused, match="has no token: stop it without --token-file"):
+                await stop_job(me.endpoint, JOB, 5, KEYS)
+            assert service.round.phase is RoundPhase.GATHERING
+        finally:
+            await server.stop(None)
+
+    run(scenario)
+
+
 def test_with_a_token_a_replayed_or_stale_stop_is_refused():
     async def scenario():
         server, me, service = await start(KEYS)

@@ -275,3 +275,14 @@ def parse_timings(pairs: object) -> Timings:
         return Timings(**values)
     except ConfigError as exc:
         raise ValueError(str(exc)) from None
+
+
+def reason_problem(value: object) -> Optional[str]:
+    """`rendezvous stop --reason`: one line of printable text, short enough for a log line."""
+    if not isinstance(value, str):
+        return f"must be text, got {value!r}"
+    if len(value) > 200:
+        return f"must be at most 200 characters, got {len(value)}"
+    if not value.isprintable():
+        return f"must be one line of printable text, got {value!r}"
+    return None

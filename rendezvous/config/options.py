@@ -242,7 +242,17 @@ LOOK_OPTIONS: dict[str, Option] = {o.name: o for o in (
     _look("answer_timeout", "how long to wait for each daemon's answer, and with --job to hear the job's "
                             "nodes (default: {default})", 3.0, Kind.SECONDS, checks.positive_seconds,
           metavar="SECONDS", long="--timeout"),
+    _look("reason", "why the job is stopped, for every member's log (beside this host's address "
+                    "and user name)", "", Kind.TEXT, checks.reason_problem, metavar="TEXT"),
 )}
+
+# `status --job`, `peers` and `stop` find a job's nodes as `join` does: over mDNS, or through seeds.
+_SEEDS = "ask this node (a seed) for the job's nodes where multicast does not pass; repeat it, or give " \
+         "a name with several addresses"
+_DISCOVERY = "how the job's nodes are found: mdns, unicast (through --peer seeds) or both (default: " \
+             "both with --peer, else mdns)"
+_TOKEN = "the job's token file, to sign the request with: a job with a token answers an unsigned one " \
+         "only with 'needs a token'"
 
 
 def _listen_only(name: str, group: str) -> Option:
@@ -260,6 +270,8 @@ SUBCOMMAND_OPTIONS: dict[str, tuple[Option, ...]] = {
         _listen_only("interface", "network"),
         _also("peers", "ask this node (a seed) instead of listening for multicast: it lists every node it "
                        "knows of; repeat it, or give a name with several addresses", (), group="network"),
+        _also("discovery", "how nodes are heard: mdns, unicast (through --peer seeds) or both (default: "
+                           "unicast with --peer, else mdns)", group="network"),
     ),
     "status": (
         _also("job", "the whole job NAME, asked of its coordinator"),
@@ -267,7 +279,26 @@ SUBCOMMAND_OPTIONS: dict[str, tuple[Option, ...]] = {
         LOOK_OPTIONS["json"],
         LOOK_OPTIONS["watch"],
         LOOK_OPTIONS["answer_timeout"],
+        _also("token_file", _TOKEN),
         _listen_only("address", "network (with --job)"),
         _listen_only("interface", "network (with --job)"),
+        _also("peers", _SEEDS + " (with --job)", (), group="network (with --job)"),
+        _also("discovery", _DISCOVERY, group="network (with --job)"),
+    ),
+    "stop": (
+        _also("job", "the job to stop (required)"),
+        LOOK_OPTIONS["reason"],
+        _also("token_file", "the job's token file, to sign the stop with: a job with a token refuses an "
+                            "unsigned (or replayed) stop, and runs on"),
+        _also("stop_grace", "seconds every member's command gets between SIGTERM and SIGKILL (default: each "
+                            "member's own --stop-grace)"),
+        _also("timeout", "give up waiting for the job's nodes to be found, take the stop and end after this "
+                         "long (default: {default})", 60.0),
+        replace(LOOK_OPTIONS["json"], help="one JSON object for scripts: who coordinated, the members, how "
+                                           "long they took to end"),
+        _listen_only("address", "network"),
+        _listen_only("interface", "network"),
+        _also("peers", _SEEDS, (), group="network"),
+        _also("discovery", _DISCOVERY, group="network"),
     ),
 }

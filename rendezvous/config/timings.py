@@ -88,6 +88,12 @@ class Timings:
     watch_interval: float = 1.0
     # How long a metrics scrape waits for the node's status.
     metrics_read_timeout: float = 5.0
+    # A signed `rendezvous stop` older than this (by the coordinator's clock) is refused as
+    # a possible replay; its nonce is remembered twice as long.
+    replay_window: float = 60.0
+    # A coordinator stopped between two rounds keeps answering its members' rejoins with
+    # the stop this long after their --abort-grace, so that none forms a new round without it.
+    stop_linger: float = 2.0
 
     def __post_init__(self) -> None:
         for name in fields(self):

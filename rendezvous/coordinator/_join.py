@@ -70,6 +70,11 @@ class JoinStreams:
         if refusal is not None:
             await context.write(signer.seal(refusal_to_pb(c, refusal)))
             return
+        stopped = c.stopped_message()
+        if stopped is not None:  # a member back for the next round, or one late to the job
+            log.info("answered a Join from %s with the stop of job %r", source, c.round.job)
+            await context.write(signer.seal(stopped))
+            return
         try:
             peer = _wire.peer_from_pb(first.join.peer)
         except (ValueError, TypeError) as exc:

@@ -20,6 +20,7 @@ from ..core.preflight import Fingerprint
 from ..core.progress import Progress, parse_progress
 from ..core.round import Round, RoundPhase
 from ..core.size import Size
+from ..core.stopping import StopOrder
 from ..core.status import NodeStatus, printable
 from ..core.tf_config import Membership
 from ..v1 import rendezvous_pb2 as pb
@@ -397,3 +398,18 @@ def exchange_in(request: pb.Adverts, keys: Optional[Keys], source: str) -> tuple
         log.debug("an Exchange from %s brings nothing in: %s", printable(source), exc)
         return _auth.Signer(None), Gossip(known=dict(islice(request.known.items(), MAX_RECORDS)))
     return signer, gossip_from_pb(request)
+
+
+def stop_order_to_pb(order: Optional[StopOrder]) -> Optional[pb.StopOrder]:
+    if order is None:
+        return None
+    message = pb.StopOrder(address=order.address, user=order.user, reason=order.reason)
+    if order.grace is not None:
+        message.stop_grace = order.grace
+    return message
+
+
+def stop_order_from_pb(message: pb.StopOrder) -> StopOrder:
+    """ValueError for a grace that is not a number of seconds from 0."""
+    grace = message.stop_grace if message.HasField("stop_grace") else None
+    return StopOrder(address=message.address, user=message.user, reason=message.reason, grace=grace)

@@ -8,10 +8,9 @@ peers send; this module decides what a peer does with what its coordinator sends
        |  +-- Waiting / Redirected / Lost     +------- Aborted, Lost, Completed: ENDED --------+
        +-- Rejected, a broken protocol: FAILED (no restart helps)
 
-An ENDED round is followed by the next one unless `RoundEnd.final` (or `Policy`) says no.
-
-`step(state, event, now)` returns the next state and the one action the node must carry
-out. Nothing here reads a clock, opens a socket or touches the environment.
+An ENDED round is followed by the next one unless `RoundEnd.final` (or `Policy`) says no; never
+after `rendezvous stop`. `step(state, event, now)` returns the next state and the one action the
+node must carry out. Nothing here reads a clock, opens a socket or touches the environment.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ from .peer import Peer, describe_peers
 from .record import record, replace
 from .round import ROUND_FAILED, Policy, heartbeat_interval, paused
 from .size import Size
+from .stopping import STOPPED, StopOrder
 from .tf_config import Membership
 
 # -- what the coordinator says (the Join stream, decoded) -------------------------------
@@ -69,6 +69,7 @@ class Aborted:
     exit_code: int = ROUND_FAILED
     final: bool = False
     preflight: bool = False  # refused by the preflight, before the freeze
+    stop: Optional[StopOrder] = None  # `rendezvous stop` ended the job: who asked, no restart (exit 8)
 
 
 @record
@@ -105,8 +106,7 @@ class Lost:
 
 @record
 class Untrusted:
-    """Authentication with the coordinator failed: it does not hold the job's token, or
-    this node's is not the job's."""
+    """Authentication with the coordinator failed: it lacks the job's token, or this node's is not the job's."""
 
     reason: str
 
@@ -192,6 +192,7 @@ class RoundEnd:
     exit_code: int
     final: Optional[bool] = None
     completed: bool = False
+    stop: Optional[StopOrder] = None  # `rendezvous stop` ended the job
 
 
 MemberAction = Union[Wait, Confirm, Start, Rejoin, Sync, Fail, Report, RoundEnd]
@@ -252,9 +253,8 @@ class Member:
 
     @property
     def joined_to_self(self) -> bool:
-        """This node is its own coordinator. Both sides share one process, so neither needs
-        the other's proof of life: no heartbeats, no silence check (a lone node waiting
-        for its peers then costs nothing while it waits)."""
+        """This node is its own coordinator. Both sides share one process, so neither needs the other's
+        proof of life: no heartbeats, no silence check (a lone node waiting then costs nothing)."""
         return self.endpoint == self.me.endpoint
 
     def poll_interval(self, watching_command: bool, next_lapse: Optional[float]) -> Optional[float]:
@@ -315,8 +315,9 @@ def step(state: Member, event: MemberEvent, now: float) -> Step:
 
 
 def _aborted(state: Member, event: Aborted) -> RoundEnd:
-    reason = f"the coordinator {state.endpoint} aborted the round: {event.reason}"
-    return RoundEnd(reason, event.exit_code, final=event.final)
+    if event.stop is not None:  # `rendezvous stop`, not a failure: the job ends on every member alike
+        return RoundEnd(f"the job was stopped by {event.stop.describe()}", STOPPED, final=True, stop=event.stop)
+    return RoundEnd(f"the coordinator {state.endpoint} aborted the round: {event.reason}", event.exit_code, event.final)
 
 
 def _while_running(state: Member, event: MemberEvent) -> Step:
@@ -406,8 +407,8 @@ def _on_target_changed(state: Member, event: TargetChanged) -> Step:
 
 @record
 class Listening:
-    """What a member noticed on one Join stream. `silence`: seconds spent waiting on it since the
-    coordinator was last heard, not on other work or stopped (what it sent is not known yet)."""
+    """What a member noticed on one Join stream. `silence`: seconds waiting on it since the coordinator
+    was last heard, not on other work or stopped (what it sent is not known yet)."""
 
     silence: float = 0.0
     stopped_since: Optional[float] = None  # this node's command, stopped (SIGSTOP)

@@ -41,6 +41,7 @@ from .round_state import (  # the round as data, importable from here as before
     Step as Step,
 )
 from .size import Size
+from .stopping import STOPPED, StopOrder
 from .tf_config import Membership
 
 
@@ -288,6 +289,18 @@ def abort(state: Round, reason: str, exit_code: int = ROUND_FAILED, final: bool 
         return Step(state, Action.NOTHING)
     final = final or state.policy.is_final(state.number, exit_code)
     ended = replace(state, phase=RoundPhase.ABORTED, abort_reason=reason, exit_code=exit_code, final=final)
+    return Step(ended, Action.ABORT)
+
+
+def stop(state: Round, order: StopOrder) -> Step:
+    """`rendezvous stop`: end the round for every member, final, with the stop's own exit
+    code, in any phase but a completed one (a gathering round too: its joined peers end, and
+    a round being restarted: its members' rejoins are answered with the stop). Not a failure:
+    no restart follows whatever `Policy` says."""
+    if state.phase is RoundPhase.COMPLETED:
+        return Step(state, Action.NOTHING)
+    ended = replace(state, phase=RoundPhase.ABORTED, abort_reason=f"stopped by {order.describe()}",
+                    exit_code=STOPPED, final=True, stop=order)
     return Step(ended, Action.ABORT)
 
 

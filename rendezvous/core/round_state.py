@@ -13,6 +13,7 @@ from .gpus import GpuPolicy
 from .preflight import Fingerprint, Mismatch
 from .record import field, record
 from .size import Size
+from .stopping import StopOrder
 from .tf_config import Membership
 
 
@@ -97,6 +98,7 @@ class Round:
     heard: Mapping[str, float] = field(default_factory=dict)
     exit_code: int = ROUND_FAILED  # of an abort
     final: bool = False  # an abort after which no round follows
+    stop: Optional[StopOrder] = None  # `rendezvous stop` ended it: who asked
     # What each peer's command runs with, by node id (None: an older peer sent none), and
     # the allowed differences found at the freeze, which every member logs.
     fingerprints: Mapping[str, Optional[Fingerprint]] = field(default_factory=dict)

@@ -18,7 +18,7 @@ import logging
 import os
 import signal
 import time
-from typing import Callable, Optional, Union
+from typing import Callable, NoReturn, Optional, Union
 
 from ..config.join import JoinConfig, discovery_mode
 from ..coordinator import JoinSession
@@ -27,11 +27,12 @@ from ..core.manifest import PreviousChief
 from ..core.member import RoundEnd, is_last_round
 from ..core.seeds import parse_seeds
 from ..core.status import NodeStatus
+from ..core.stopping import StopOrder
 from ..core.tf_config import Membership
 from ..core.view import PeerView
 from ..discovery import DiscoveryFactory
 from ..discovery.combined import discovery_factory
-from ..errors import JobFailed, RendezvousTimeout
+from ..errors import JobFailed, JobStopped, RendezvousTimeout
 from ..host.fingerprint import take_fingerprint
 from ..launch.launcher import Launcher
 from ..observe.metrics import start_metrics
@@ -172,6 +173,8 @@ class Node:
             if isinstance(end, int):
                 return end
             self._report()  # the preflight may have refused the round
+            if end.stop is not None:
+                await self._stopped(joiner, end.stop)
             await self.launcher.stop(self.config.stop_grace if end.completed else self.config.abort_grace)
             await joiner.close()
             played = joiner.state.round or number
@@ -189,6 +192,22 @@ class Node:
             log.warning("round %d ended: %s; round %d starts", played, end.reason, played + 1)
             number = played + 1
             self._next_round(number)
+
+    async def _stopped(self, joiner: Joiner, order: StopOrder) -> NoReturn:
+        """`rendezvous stop` ended the job: the command gets the stop's grace (or this node's
+        --stop-grace) between SIGTERM and SIGKILL, and `join` exits with its own status."""
+        grace = self.config.stop_grace if order.grace is None else order.grace
+        log.warning("job %r stopped by %s: stopping the command (SIGTERM, SIGKILL after %g s); no restart follows",
+                    self.config.job, order.describe(), grace)
+        code = await self.launcher.stop(grace)
+        await joiner.close()
+        self._enter(Phase.FINISHED)
+        if self._endpoint.service.stopped_between_rounds:
+            linger = self.config.abort_grace + self.config.timings.stop_linger
+            log.info("answering the members that come back for the next round with the stop for %g s", linger)
+            await asyncio.sleep(linger)
+        ended = f"its command ended with {code}" if self.launcher.started_at is not None else "its command had not started"
+        raise JobStopped(f"job {self.config.job!r} was stopped by {order.describe()}; {ended}")
 
     async def _round(self, joiner: Joiner) -> Union[int, RoundEnd]:
         """One round: rendezvous, run the command until the round ends; that end, or the

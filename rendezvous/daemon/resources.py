@@ -110,7 +110,8 @@ class Endpoint:
         await serve(self.server, self.service, self.health)
         await self.discovery.start()
         self.registration = runtime.register(
-            runtime.Registration(self.me.node_id, os.getpid(), config.job, self.me.endpoint, runtime.current_netns()),
+            runtime.Registration(self.me.node_id, os.getpid(), config.job, self.me.endpoint, runtime.current_netns(),
+                                 os.path.abspath(os.path.expanduser(config.token_file)) if config.token_file else ""),
             runtime.candidate_directories(os.environ, os.getuid()),
         )
 

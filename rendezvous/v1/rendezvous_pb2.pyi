@@ -240,16 +240,30 @@ class Rejected(_message.Message):
     def __init__(self, reason: _Optional[_Union[Rejected.Reason, str]] = ..., message: _Optional[str] = ...) -> None: ...
 
 class Aborted(_message.Message):
-    __slots__ = ("reason", "exit_code", "final", "preflight")
+    __slots__ = ("reason", "exit_code", "final", "preflight", "stop")
     REASON_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     FINAL_FIELD_NUMBER: _ClassVar[int]
     PREFLIGHT_FIELD_NUMBER: _ClassVar[int]
+    STOP_FIELD_NUMBER: _ClassVar[int]
     reason: str
     exit_code: int
     final: bool
     preflight: bool
-    def __init__(self, reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., final: _Optional[bool] = ..., preflight: _Optional[bool] = ...) -> None: ...
+    stop: StopOrder
+    def __init__(self, reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., final: _Optional[bool] = ..., preflight: _Optional[bool] = ..., stop: _Optional[_Union[StopOrder, _Mapping]] = ...) -> None: ...
+
+class StopOrder(_message.Message):
+    __slots__ = ("address", "user", "reason", "stop_grace")
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    STOP_GRACE_FIELD_NUMBER: _ClassVar[int]
+    address: str
+    user: str
+    reason: str
+    stop_grace: float
+    def __init__(self, address: _Optional[str] = ..., user: _Optional[str] = ..., reason: _Optional[str] = ..., stop_grace: _Optional[float] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
     __slots__ = ("header", "caller")
@@ -354,6 +368,34 @@ class JobStatusResponse(_message.Message):
     members: _containers.RepeatedCompositeFieldContainer[MemberStatus]
     expect_min: int
     def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., coordinating: _Optional[bool] = ..., coordinator: _Optional[_Union[Peer, _Mapping]] = ..., phase: _Optional[str] = ..., expect: _Optional[int] = ..., restarts: _Optional[int] = ..., last_abort_reason: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberStatus, _Mapping]]] = ..., expect_min: _Optional[int] = ...) -> None: ...
+
+class StopRequest(_message.Message):
+    __slots__ = ("header", "user", "reason", "stop_grace")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    STOP_GRACE_FIELD_NUMBER: _ClassVar[int]
+    header: Header
+    user: str
+    reason: str
+    stop_grace: float
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., user: _Optional[str] = ..., reason: _Optional[str] = ..., stop_grace: _Optional[float] = ...) -> None: ...
+
+class StopResponse(_message.Message):
+    __slots__ = ("header", "coordinating", "coordinator", "members", "round", "phase")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    COORDINATING_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    header: Header
+    coordinating: bool
+    coordinator: Peer
+    members: _containers.RepeatedCompositeFieldContainer[Peer]
+    round: int
+    phase: str
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., coordinating: _Optional[bool] = ..., coordinator: _Optional[_Union[Peer, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., round: _Optional[int] = ..., phase: _Optional[str] = ...) -> None: ...
 
 class PreviousChief(_message.Message):
     __slots__ = ("node_id", "address", "round", "started_unix_ns")

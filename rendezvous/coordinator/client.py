@@ -12,6 +12,7 @@ import grpc
 
 from ..core.advert import Advert
 from ..core.auth import AuthError, Keys
+from ..core.failure import Failure
 from ..core.manifest import SyncSummary
 from ..core.member import (
     Aborted,
@@ -103,8 +104,10 @@ class JoinSession:
     async def ready(self, digest: str, sync: Optional[SyncSummary] = None) -> None:
         await self._write(self._message(ready=pb.Ready(cluster_digest=digest, sync=_wire.sync_to_pb(sync))))
 
-    async def finished(self, exit_code: int, reason: str = "", sync: Optional[SyncSummary] = None) -> None:
-        finished = pb.Finished(exit_code=exit_code, reason=reason, sync=_wire.sync_to_pb(sync))
+    async def finished(self, exit_code: int, reason: str = "", sync: Optional[SyncSummary] = None,
+                       failure: Optional[Failure] = None) -> None:
+        finished = pb.Finished(exit_code=exit_code, reason=reason, sync=_wire.sync_to_pb(sync),
+                               failure=_wire.failure_to_pb(failure) if failure else None)
         await self._write(self._message(finished=finished))
 
     async def synced(self, digest: str, error: str = "") -> None:
@@ -168,7 +171,8 @@ class JoinSession:
             return Rejected(reason, message.rejected.message)
         if kind == "aborted":
             aborted = message.aborted
-            return Aborted(aborted.reason, aborted.exit_code, aborted.final, aborted.preflight)
+            return Aborted(aborted.reason, aborted.exit_code, aborted.final, aborted.preflight,
+                           _wire.optional_failure_from_pb(aborted))
         if kind == "completed":
             return Completed()
         if kind == "sync_from":

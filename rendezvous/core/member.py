@@ -9,7 +9,6 @@ peers send; this module decides what a peer does with what its coordinator sends
        +-- Rejected, a broken protocol: FAILED (no restart helps)
 
 An ENDED round is followed by the next one unless `RoundEnd.final` (or `Policy`) says no.
-
 `step(state, event, now)` returns the next state and the one action the node must carry
 out. Nothing here reads a clock, opens a socket or touches the environment.
 """
@@ -20,6 +19,7 @@ from enum import Enum
 from typing import Optional, Union
 
 from ..errors import CoordinatorError, MembershipError, RendezvousError
+from .failure import Failure
 from .peer import Peer, describe_peers
 from .record import record, replace
 from .round import ROUND_FAILED, Policy, heartbeat_interval, paused
@@ -69,6 +69,7 @@ class Aborted:
     exit_code: int = ROUND_FAILED
     final: bool = False
     preflight: bool = False  # refused by the preflight, before the freeze
+    failure: Optional[Failure] = None  # the failed command that caused it
 
 
 @record
@@ -192,6 +193,7 @@ class RoundEnd:
     exit_code: int
     final: Optional[bool] = None
     completed: bool = False
+    failure: Optional[Failure] = None  # the failed command that ended it, as the coordinator said
 
 
 MemberAction = Union[Wait, Confirm, Start, Rejoin, Sync, Fail, Report, RoundEnd]
@@ -242,8 +244,7 @@ class Member:
         return heartbeat_interval(self.liveness_timeout)
 
     def joining(self, endpoint: str, target: Optional[Peer], me: Optional[Peer] = None) -> "Member":
-        """A new Join stream to `endpoint` (the peer behind it, if known) is opening, for
-        this node as `me` when it switched to its address of the job's IP family."""
+        """A new Join stream to `endpoint` (the peer behind it, if known), as `me` when it changed."""
         return replace(self, endpoint=endpoint, target=target, me=me or self.me)
 
     @property
@@ -315,8 +316,8 @@ def step(state: Member, event: MemberEvent, now: float) -> Step:
 
 
 def _aborted(state: Member, event: Aborted) -> RoundEnd:
-    reason = f"the coordinator {state.endpoint} aborted the round: {event.reason}"
-    return RoundEnd(reason, event.exit_code, final=event.final)
+    return RoundEnd(f"the coordinator {state.endpoint} aborted the round: {event.reason}", event.exit_code,
+                    final=event.final, failure=event.failure)
 
 
 def _while_running(state: Member, event: MemberEvent) -> Step:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Mapping, Optional
 
+from .failure import Failure
 from .manifest import SyncSummary
 from .peer import Peer
 from .preflight import Fingerprint, Mismatch
@@ -93,6 +94,7 @@ class Round:
     succeeded: frozenset[str] = field(default_factory=frozenset)
     heard: Mapping[str, float] = field(default_factory=dict)
     exit_code: int = ROUND_FAILED  # of an abort
+    failure: Optional[Failure] = None  # the failed command that caused the abort, and why it failed
     final: bool = False  # an abort after which no round follows
     # What each peer's command runs with, by node id (None: an older peer sent none), and
     # the allowed differences found at the freeze, which every member logs.

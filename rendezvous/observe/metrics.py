@@ -58,6 +58,13 @@ def samples(status: NodeStatus) -> Iterator[Sample]:
             yield Sample(name, about, float(value))
     for metric, value in progress.metrics if progress else ():
         yield Sample("rendezvous_training_metric", "a metric the command last reported", value, (("metric", metric),))
+    failure = status.failure
+    if failure is not None:
+        yield Sample("rendezvous_last_failure_exit_code",
+                     "the exit code of the last failed command this node knows of; its node, rank and cause in the labels",
+                     failure.exit_code, (("failed_node", failure.node_id), ("failed_address", failure.address),
+                                         ("rank", "" if failure.rank is None else str(failure.rank)),
+                                         ("cause", failure.cause[:200])))
 
 
 class _Collector:

@@ -86,8 +86,9 @@ class ScriptedSession:
     async def heartbeat(self) -> None:
         pass
 
-    async def finished(self, code: int, reason: str = "", sync=None) -> None:
+    async def finished(self, code: int, reason: str = "", sync=None, failure=None) -> None:
         self.sent.append(("finished", code, reason))
+        self.failure = failure
 
     async def receive(self):
         return await self.events.get()

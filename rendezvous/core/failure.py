@@ -28,18 +28,18 @@ MAX_LINE = 1000  # characters of one shown line; a longer one is cut
 MAX_FIELD = 1000  # characters of the error's type or message
 MAX_ERROR_FILE_BYTES = 64 * 1024  # read of the error file; the rest is ignored
 
-# ANSI sequences (colours, cursor moves) first, then every other C0/C1 control.
+# ANSI sequences (colours, cursor moves, titles): dropped whole, not shown as `?[31m`.
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def scrub(text: str, limit: int = MAX_LINE) -> str:
     """One line of a command's text, safe for a terminal and a log: ANSI sequences dropped,
     what a carriage return overwrote dropped (a progress bar keeps its last state), tabs
-    as spaces, other control characters as `?`, at most `limit` characters."""
+    as spaces, any other unprintable character (controls, bidirectional overrides) as `?`,
+    at most `limit` characters."""
     text = _ANSI.sub("", text)
-    text = text.rpartition("\r")[2] if "\r" in text.rstrip("\r") else text.replace("\r", "")
-    text = _CONTROLS.sub("?", text.replace("\t", "    ").replace("\n", " ")).rstrip()
+    text = text.rstrip("\r").rpartition("\r")[2]
+    text = "".join(c if c.isprintable() else "?" for c in text.replace("\t", "    ").replace("\n", " ")).rstrip()
     return text if len(text) <= limit else text[:limit] + "..."
 
 

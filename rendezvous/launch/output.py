@@ -13,7 +13,10 @@ more than their caps, so the daemon's memory does not grow. What changes for it:
 stderr is a pipe, not the terminal (`isatty()` is false: colours that depend on it are
 off); with `--output-dir`, its stdout too, which Python and C block-buffer: its lines
 may then reach the terminal later than its stderr's (PYTHONUNBUFFERED=1 or `stdbuf -oL`
-keep them in step). Without `--output-dir`, stdout is the daemon's own, untouched.
+keep them in step). Each stream keeps its order in the file; between the two, lines
+written at the same instant may come in either order (a terminal, sharing one file
+description, sees them as written). Without `--output-dir`, stdout is the daemon's own,
+untouched.
 
 Whatever starts the command gives it `Plumbing.ends()` as its fds 1 and 2 (a spawned gate)
 or takes a pump over the stderr pipe a spare gate was forked with (`Pump.adopt`).
@@ -150,7 +153,8 @@ class Pump:
 
     def __init__(self, stderr: int, stdout: Optional[int] = None) -> None:
         self.tail = Tail()
-        self._targets = {stderr: 2, **({stdout: 1} if stdout is not None else {})}
+        # stdout first: of two chunks read at once, its (usually the earlier) goes to the file first
+        self._targets = {**({stdout: 1} if stdout is not None else {}), stderr: 2}
         self._stderr = stderr
         self._file: Optional[RoundFile] = None
         self._file_failed = False

@@ -207,3 +207,21 @@ def test_gossip_round_trips_and_junk_records_are_left_out():
     gossip = _wire.gossip_from_pb(pb.Adverts.FromString(message.SerializeToString()))
     assert gossip.records == (good, v6)
     assert gossip.known == {"aaaaaaaa": 7, "bbbbbbbb": 3}
+
+
+def test_a_failure_goes_over_the_wire_and_back_bounded():
+    from rendezvous.core.failure import Failure
+
+    failure = Failure(node_id="bbbbbbbb", address="10.0.0.10", rank=2, exit_code=137, signal="SIGKILL",
+                      tail=("Traceback (most recent call last):", "RuntimeError: shard 7 is corrupt"))
+    assert _wire.failure_from_pb(_wire.failure_to_pb(failure)) == failure
+    unranked = Failure(node_id="b", address="a", rank=None, exit_code=1)
+    assert _wire.failure_from_pb(_wire.failure_to_pb(unranked)).rank is None
+    hostile = pb.CommandFailure(node_id="x\x1b[2J", rank=-7, tail=["\x07" + "y" * 100_000] * 5000,
+                                error_type="E\u202e", message="m\n" * 10_000)
+    shown = _wire.failure_from_pb(hostile)
+    assert shown.rank is None and shown.node_id == "x" and shown.error_type == "E?"
+    assert len(shown.tail) <= 40 and sum(len(line) for line in shown.tail) <= 8192
+    aborted = pb.Aborted(reason="r", failure=_wire.failure_to_pb(failure))
+    assert _wire.optional_failure_from_pb(aborted) == failure
+    assert _wire.optional_failure_from_pb(pb.Aborted(reason="r")) is None

@@ -8,7 +8,7 @@ command's stdout is a pipe too, and both go to one file per round and rank as we
 (`RoundFile`, capped at `--output-max-bytes`, the newest output kept).
 
 What that costs the command: nothing it waits for but the terminal, as before. A command
-that writes 1 GB to stderr is read 64 KiB at a time; the ring and the file never hold
+that writes 1 GB to stderr is read 256 KiB at a time; the ring and the file never hold
 more than their caps, so the daemon's memory does not grow. What changes for it: its
 stderr is a pipe, not the terminal (`isatty()` is false: colours that depend on it are
 off); with `--output-dir`, its stdout too, which Python and C block-buffer: its lines
@@ -25,6 +25,7 @@ or takes a pump over the stderr pipe a spare gate was forked with (`Pump.adopt`)
 from __future__ import annotations
 
 import errno
+import fcntl
 import logging
 import os
 import re
@@ -38,7 +39,12 @@ from ..core.record import record
 
 log = logging.getLogger(__name__)
 
-CHUNK = 64 * 1024
+CHUNK = 256 * 1024
+# A pipe that holds more than the default 64 KiB: a command that writes in bursts waits
+# less for this daemon's thread to be scheduled (Linux's F_SETPIPE_SZ; 1 MiB is the most
+# an unprivileged process may ask for by default).
+PIPE_SIZE = 1 << 20
+_F_SETPIPE_SZ = 1031
 # After the command's tree ended, what is still in the pipes is read, up to this much: a
 # process that escaped the tree and writes on cannot hold the daemon.
 DRAIN_LIMIT = 4 * 1024 * 1024
@@ -65,6 +71,9 @@ class Tail:
 
     def add(self, chunk: bytes) -> None:
         with self._lock:
+            if len(chunk) > MAX_TAIL_BYTES:
+                self._cut = True
+                chunk = chunk[-MAX_TAIL_BYTES:]
             self._data += chunk
             if len(self._data) > 2 * MAX_TAIL_BYTES:
                 del self._data[:-MAX_TAIL_BYTES]
@@ -161,6 +170,10 @@ class Pump:
         self._wake_read, self._wake_write = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         for fd in self._targets:
             os.set_blocking(fd, False)
+            try:
+                fcntl.fcntl(fd, _F_SETPIPE_SZ, PIPE_SIZE)
+            except OSError:  # over /proc/sys/fs/pipe-max-size, or not Linux: the default size
+                pass
         self._thread = threading.Thread(target=self._run, name="command-output", daemon=True)
         self._thread.start()
 

@@ -24,7 +24,7 @@ from ..core import member as machine
 from ..core.advert import Phase
 from ..core.manifest import PreviousChief, SyncSummary
 from ..core.auth import Keys
-from ..core.failure import ERROR_FILE_VARIABLE, Failure, failure_to_dict
+from ..core.failure import ERROR_FILE_VARIABLE, Failure, bounded, failure_to_dict
 from ..core.member import Listening, Member, MemberAction, MemberEvent, RoundEnd
 from ..core.peer import Peer
 from ..core.record import replace
@@ -330,10 +330,10 @@ class Joiner:
             exit_code=report.exit_code, signal="" if report.reason else signal_name(self._launcher.signal),
             reason=report.reason, tail=self._launcher.tail(),
         )
-        if error is None:
-            return failure
-        return replace(failure, error_type=error.error_type, message=error.message, tail=error.traceback,
-                       from_error_file=True)
+        if error is not None:
+            failure = replace(failure, error_type=error.error_type, message=error.message, tail=error.traceback,
+                              from_error_file=True)
+        return bounded(failure)  # well within a request's size, however the command wrote
 
     async def _scan(self) -> Optional[SyncSummary]:
         """--sync-dir: this node's copy, for the coordinator to compare."""

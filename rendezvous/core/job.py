@@ -43,7 +43,7 @@ class Board:
     released_at: Optional[float] = None
     members: Mapping[str, MemberRecord] = field(default_factory=dict)
     last_abort: Optional[str] = None  # kept across rounds: why the previous one ended
-    last_failure: Optional[Failure] = None  # kept across rounds: the command failure that ended one
+    last_failure: Optional[Failure] = None  # the failed command that caused that end, if one did
 
     def record(self, node_id: str) -> MemberRecord:
         return self.members.get(node_id, MemberRecord())
@@ -71,7 +71,7 @@ def finished(board: Board, node_id: str, exit_code: int, now: float) -> Board:
 
 
 def aborted(board: Board, reason: str, failure: Optional[Failure] = None) -> Board:
-    return replace(board, last_abort=reason, last_failure=failure or board.last_failure)
+    return replace(board, last_abort=reason, last_failure=failure)
 
 
 def _lagging(values: Mapping[str, float], lag: float) -> set[str]:

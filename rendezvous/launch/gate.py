@@ -32,6 +32,10 @@ A gate comes one of two ways, and runs the same `run` either way:
   process with gRPC's threads, whose locks a child cannot trust. And Python, not sh: dash
   can neither read from file descriptors above 9 nor sleep until a given time.)
 
+Either way the gate's stderr, which the command inherits, is a pipe the daemon reads
+(rendezvous.launch.output: the tail of a failure); with --output-dir its stdout too, which
+a spare, forked before the options are read, lacks: the first round then spawns its gate.
+
 So that a spawned gate starts fast, this module imports nothing but a few of the standard
 library's modules, and none of the package's.
 """

@@ -225,3 +225,14 @@ def test_a_failure_goes_over_the_wire_and_back_bounded():
     aborted = pb.Aborted(reason="r", failure=_wire.failure_to_pb(failure))
     assert _wire.optional_failure_from_pb(aborted) == failure
     assert _wire.optional_failure_from_pb(pb.Aborted(reason="r")) is None
+
+
+def test_a_nodes_status_carries_its_last_failure():
+    from rendezvous.core.failure import Failure
+    from rendezvous.core.size import Size
+    from rendezvous.core.status import NodeStatus
+
+    failure = Failure(node_id="bbbbbbbb", address="10.0.0.10", rank=2, exit_code=1, tail=("x",))
+    status = NodeStatus(node=A, job="j", expect=Size.fixed(2), failure=failure)
+    assert _wire.status_from_pb(_wire.status_to_pb(status)).failure == failure
+    assert _wire.status_from_pb(_wire.status_to_pb(NodeStatus(node=A, job="j", expect=Size.fixed(2)))).failure is None

@@ -149,3 +149,8 @@ def test_status_shows_the_last_failure():
     assert status_to_dict(status)["failure"]["tail"][-1] == "RuntimeError: shard 7 is corrupt"
     assert status_line(status) == (
         "waiting for peers 1/3; last failure: 10.0.0.10 rank 1: RuntimeError: shard 7 is corrupt")
+
+
+def test_an_abort_without_a_failed_command_clears_the_jobs_last_failure():
+    board = jobs.aborted(jobs.Board(), "rank 1 failed", failure())
+    assert jobs.aborted(board, "a member was lost").last_failure is None

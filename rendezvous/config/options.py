@@ -128,8 +128,8 @@ OPTIONS: tuple[Option, ...] = (
                 "all interfaces as TensorFlow listens on all of them)"),
     Option("metrics_port", Kind.WHOLE, checks.metrics_port_problem, None, group="network", metavar="PORT",
            help="serve Prometheus metrics (phase, round, restarts, members, command uptime and "
-                "exit code, training progress) at http://ADDRESS:PORT/metrics on this node's "
-                "address (default: off)"),
+                "exit code, training progress, the last failure) at http://ADDRESS:PORT/metrics on "
+                "this node's address (default: off)"),
     Option("token_file", Kind.TEXT, checks.token_file_problem, None, group="job", metavar="PATH",
            help="a file (mode 600, owned by you) holding the job's shared secret: only peers with "
                 "the same secret join, and every rendezvous message is signed with it (default: "

@@ -13,7 +13,7 @@ from typing import Mapping, Optional, Sequence, Union
 
 from . import gate
 from .output import OutputSettings, Plumbing, check_output_dir
-from ..errors import CommandNotExecutable, LaunchError
+from ..errors import CommandNotExecutable, ConfigError, LaunchError
 from ..core.tf_config import NOTIFY_VARIABLES
 from ..host.runtime import process_state
 
@@ -174,7 +174,7 @@ class Launcher:
             try:
                 check_output_dir(directory, self.output.settings.job)
             except OSError as exc:
-                raise LaunchError(f"--output-dir {directory}: cannot make {directory / self.output.settings.job}: "
+                raise ConfigError(f"--output-dir {directory}: cannot make {directory / self.output.settings.job}: "
                                   f"{exc.strerror or exc}") from None
         # systemd's notify socket is the daemon's (NotifyAccess=main): not the command's.
         self._env = {k: v for k, v in os.environ.items() if k not in NOTIFY_VARIABLES}

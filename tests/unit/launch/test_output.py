@@ -125,3 +125,17 @@ def test_the_error_file_is_read_only_when_it_is_a_file_of_its_own(tmp_path):
     assert errors.read() is None
     errors.close()
     assert not errors.path.parent.exists()
+
+
+def test_an_output_dir_that_cannot_be_made_fails_before_the_command(tmp_path):
+    import pytest
+
+    from rendezvous.errors import ConfigError
+
+    (tmp_path / "file").write_text("")
+
+    async def scenario():
+        await Launcher(output=OutputSettings(tmp_path / "file", "j")).prepare(["true"])
+
+    with pytest.raises(ConfigError, match=r"--output-dir .*/file: cannot make .*/file/j: Not a directory"):
+        asyncio.run(scenario())

@@ -9,6 +9,7 @@ never following a link, never blocking on a FIFO, at most MAX_ERROR_FILE_BYTES.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
@@ -33,28 +34,28 @@ class ErrorFile:
     def read(self) -> Optional[ErrorReport]:
         """What the command wrote, or None: nothing, or nothing usable (logged)."""
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+            data = self._read()
         except FileNotFoundError:
             return None
         except OSError as exc:
-            log.warning("error file %s: cannot read it (%s); the stderr tail is the cause", self.path,
-                        exc.strerror or exc)
+            problem = "it is a symbolic link" if exc.errno == errno.ELOOP else f"cannot read it: {exc.strerror or exc}"
+            log.warning("error file %s: %s; the stderr tail is the cause", self.path, problem)
             return None
+        report = parse_error_file(data) if data is not None else None
+        if report is None:
+            problem = "not a regular file" if data is None else "not a JSON object with a type or a message"
+            log.warning("error file %s: %s; the stderr tail is the cause", self.path, problem)
+        return report
+
+    def _read(self) -> Optional[bytes]:
+        """At most MAX_ERROR_FILE_BYTES of the file; None when it is not a regular file."""
+        fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
-                log.warning("error file %s: not a regular file; the stderr tail is the cause", self.path)
                 return None
-            data = os.read(fd, MAX_ERROR_FILE_BYTES)
-        except OSError as exc:
-            log.warning("error file %s: cannot read it (%s)", self.path, exc.strerror or exc)
-            return None
+            return os.read(fd, MAX_ERROR_FILE_BYTES)
         finally:
             os.close(fd)
-        report = parse_error_file(data)
-        if report is None:
-            log.warning("error file %s: not a JSON object with a type or a message; the stderr tail is the cause",
-                        self.path)
-        return report
 
     def close(self) -> None:
         shutil.rmtree(self._dir, ignore_errors=True)

@@ -112,9 +112,9 @@ def test_the_tail_of_a_spare_gates_command(tmp_path):
     assert proc.stderr == "one\ntwo\n"
 
 
-def test_the_error_file_is_read_only_when_it_is_a_file_of_its_own(tmp_path):
+def test_the_error_file_is_read_only_when_it_is_a_file_of_its_own(tmp_path, caplog):
     errors = ErrorFile(tmp_path, "node")
-    assert errors.read() is None  # nothing written: the stderr tail is the cause
+    assert errors.read() is None and not caplog.records  # nothing written: the stderr tail is the cause
     errors.path.write_text(json.dumps({"type": "KeyError", "message": "'x'"}))
     assert errors.read().error_type == "KeyError"
     errors.path.unlink()
@@ -123,6 +123,12 @@ def test_the_error_file_is_read_only_when_it_is_a_file_of_its_own(tmp_path):
     errors.path.unlink()
     errors.path.symlink_to(tmp_path / "elsewhere")
     assert errors.read() is None
+    errors.path.unlink()
+    errors.path.write_text("Traceback: not JSON")
+    assert errors.read() is None
+    assert [r.getMessage().split(": ", 1)[1] for r in caplog.records] == [
+        "not a regular file; the stderr tail is the cause", "it is a symbolic link; the stderr tail is the cause",
+        "not a JSON object with a type or a message; the stderr tail is the cause"]
     errors.close()
     assert not errors.path.parent.exists()
 

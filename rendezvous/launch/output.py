@@ -156,9 +156,9 @@ def _write_all(fd: int, data: bytes) -> bool:
 
 class Pump:
     """Reads the command's stderr (and stdout) pipes in a thread until the command's tree
-    has ended: each chunk goes on to where it would have gone (`passes_to`: the daemon's own
-    fd 2 and 1), into the stderr `tail`, and into the round's file once `record_to` named one.
-    """
+    has ended: each chunk goes on to where it would have gone (the daemon's own fd 2, and 1
+    for stdout; no longer once that fails, as on a broken pipe), into the stderr `tail`, and
+    into the round's file once `record_to` named one."""
 
     def __init__(self, stderr: int, stdout: Optional[int] = None) -> None:
         self.tail = Tail()

@@ -23,6 +23,7 @@ import numpy as np
 from trainer import ConfigError, pipeline, recipe, reporting, scratch
 from trainer._keras import keras, tf
 from trainer.cluster import EXIT_CLUSTER, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ClusterInfo
+from trainer.errorfile import write_error
 
 # A peer died, froze past the collective timeout, or the collective was aborted.
 CLUSTER_ERRORS = (
@@ -72,13 +73,13 @@ def run(args, cluster: ClusterInfo, dataset, start_time: float) -> int:
         exit_on_sigterm()  # after the strategy: creating it installs TensorFlow's handler
         result = train(strategy, args, cluster, dataset, start_time)
     except ConfigError as e:
-        return _fail(f"trainer: {e}", EXIT_CONFIG)
+        return _fail(f"trainer: {e}", EXIT_CONFIG, e)
     except OutputError as e:
-        return _fail(f"trainer: {e}", EXIT_FAILED)
+        return _fail(f"trainer: {e}", EXIT_FAILED, e)
     except CLUSTER_ERRORS as e:
-        return _fail(f"trainer: lost the cluster: {_describe(e)}", EXIT_CLUSTER)
+        return _fail(f"trainer: lost the cluster: {_describe(e)}", EXIT_CLUSTER, e)
     except tf.errors.OpError as e:
-        return _fail(f"trainer: training failed: {_describe(e)}", EXIT_FAILED)
+        return _fail(f"trainer: training failed: {_describe(e)}", EXIT_FAILED, e)
     first, last = result["initial_epoch"] + 1, result["epochs"]
     trained = f"epochs {first}-{last}" if first <= last else "no epochs left"
     print(
@@ -318,6 +319,7 @@ def _describe(e: Exception) -> str:
     return f"{type(e).__name__}: {head}"
 
 
-def _fail(message: str, code: int) -> int:
+def _fail(message: str, code: int, error: BaseException) -> int:
     print(message, file=sys.stderr, flush=True)
+    write_error(type(error).__name__, message.removeprefix("trainer: "), error)
     return code

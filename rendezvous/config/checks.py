@@ -86,6 +86,8 @@ interface_problem = optional(_text("an interface name such as eth0"))
 interpreter_problem = optional(_text("the path of a Python interpreter"))
 token_file_problem = optional(_text("the path of a file holding the job's secret", path=True))
 sync_dir_problem = optional(_text("a directory path", path=True))
+output_dir_problem = optional(_text("a directory path", path=True))
+keep_rounds_problem = _whole_in(1, 100_000, "a whole number of rounds from 1 to 100000")
 
 
 def expect_problem(value: object) -> Optional[str]:

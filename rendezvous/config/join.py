@@ -62,6 +62,9 @@ class JoinConfig:
     gpus: str = _default("gpus")
     sync_dir: Optional[str] = _default("sync_dir")
     sync_max_bytes: int = _default("sync_max_bytes")
+    output_dir: Optional[str] = _default("output_dir")
+    output_max_bytes: int = _default("output_max_bytes")
+    output_keep_rounds: int = _default("output_keep_rounds")
     timings: Timings = _default("timings")
 
     def __post_init__(self) -> None:

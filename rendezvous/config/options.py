@@ -28,6 +28,7 @@ from .timings import TIMING_NAMES, Timings, timing_key
 
 DEFAULT_JOB = "default"
 SYNC_MAX_BYTES = 20 << 30
+OUTPUT_MAX_BYTES = 1 << 30
 
 
 def default_trainer_command() -> tuple[str, ...]:
@@ -135,8 +136,8 @@ OPTIONS: tuple[Option, ...] = (
                 "all interfaces as TensorFlow listens on all of them)"),
     Option("metrics_port", Kind.WHOLE, checks.metrics_port_problem, None, group="network", metavar="PORT",
            help="serve Prometheus metrics (phase, round, restarts, members, command uptime and "
-                "exit code, training progress) at http://ADDRESS:PORT/metrics on this node's "
-                "address (default: off)"),
+                "exit code, training progress, the last failure) at http://ADDRESS:PORT/metrics on "
+                "this node's address (default: off)"),
     Option("token_file", Kind.TEXT, checks.token_file_problem, None, group="job", metavar="PATH",
            help="a file (mode 600, owned by you) holding the job's shared secret: only peers with "
                 "the same secret join, and every rendezvous message is signed with it (default: "
@@ -185,6 +186,16 @@ OPTIONS: tuple[Option, ...] = (
     Option("sync_max_bytes", Kind.WHOLE, checks.bytes_problem, SYNC_MAX_BYTES, group="launch", metavar="BYTES",
            help=f"refuse to sync a --sync-dir holding more than this (default: {{default}}, "
                 f"{SYNC_MAX_BYTES >> 30} GiB)"),
+    Option("output_dir", Kind.TEXT, checks.output_dir_problem, None, group="launch", metavar="DIR",
+           help="also write each round's output of the command (stdout and stderr, as the terminal "
+                "shows them) to DIR/<job>/round-<N>.<rank>.log; the log says where (default: off, "
+                "the terminal or journal only)"),
+    Option("output_max_bytes", Kind.WHOLE, checks.bytes_problem, OUTPUT_MAX_BYTES, group="launch", metavar="BYTES",
+           help=f"with --output-dir, the most one round's file keeps, the newest output: past half of it "
+                f"the file moves to <file>.1 and starts again (default: {{default}}, {OUTPUT_MAX_BYTES >> 30} GiB)"),
+    Option("output_keep_rounds", Kind.WHOLE, checks.keep_rounds_problem, 10, group="launch", metavar="N",
+           help="with --output-dir, keep the files of the last N rounds of the job, remove older ones "
+                "(default: {default})"),
     Option("verbose", Kind.COUNT, checks.verbose_problem, 0, group="output", short="-v",
            help="more log output: -v debug lines, -vv also zeroconf's and gRPC's (at most -vv: "
                 "more is an error)"),

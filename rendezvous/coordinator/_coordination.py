@@ -122,7 +122,7 @@ class Coordination:
         ending = "no restart follows" if state.final else f"round {state.number + 1} follows"
         log.log(logging.ERROR if state.final else logging.WARNING, "round %d of job %r aborted (%s): %s",
                 state.number, state.job, ending, state.abort_reason)
-        self.note(lambda board: jobs.aborted(board, state.abort_reason or ""))
+        self.note(lambda board: jobs.aborted(board, state.abort_reason or "", state.failure))
         self.broadcast(self.aborted(state))
         self.end_streams()
 
@@ -130,6 +130,7 @@ class Coordination:
         aborted = pb.Aborted(
             reason=state.abort_reason or "", exit_code=state.exit_code, final=state.final, preflight=state.refused,
             stop=_wire.stop_order_to_pb(state.stop),
+            failure=_wire.failure_to_pb(state.failure) if state.failure else None,
         )
         return self.message(aborted=aborted)
 

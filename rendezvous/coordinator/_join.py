@@ -222,7 +222,8 @@ class JoinStreams:
             log.info("%s finished with exit code %d %s", peer.describe(), done.exit_code, printable(done.reason))
             c.note(lambda board: jobs.finished(board, peer.node_id, done.exit_code, time.monotonic()))
             sync = _wire.sync_from_pb(done.sync)
-            c.apply(rounds.finished(c.round, peer.node_id, done.exit_code, done.reason, sync))
+            failure = _wire.optional_failure_from_pb(done)
+            c.apply(rounds.finished(c.round, peer.node_id, done.exit_code, done.reason, sync, failure))
         elif kind == "progress":
             try:
                 progress = _wire.progress_from_pb(message.progress)

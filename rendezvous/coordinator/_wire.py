@@ -6,12 +6,13 @@ import json
 import logging
 import math
 from itertools import islice
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 
 from ..config.timings import Timings
 from ..core.admission import Header, Redirection
 from ..core.advert import MAX_EXPECT, PROTOCOL_VERSION, Advert, InvalidAdvert, Phase, decode_advert, validate_job
 from ..core.adverts import Gossip, Record
+from ..core.failure import Failure, bounded
 from ..core.auth import AuthError, Keys
 from ..core.job import JobView, MemberView
 from ..core.manifest import FileEntry, Manifest, PreviousChief, SyncSummary
@@ -191,6 +192,8 @@ def status_to_pb(status: NodeStatus) -> pb.StatusResponse:
         response.coordinator.CopyFrom(peer_to_pb(coordinator))
     if status.progress is not None:
         response.progress.CopyFrom(progress_to_pb(status.progress))
+    if status.failure is not None:
+        response.failure.CopyFrom(failure_to_pb(status.failure))
     return response
 
 
@@ -223,7 +226,30 @@ def status_from_pb(message: pb.StatusResponse) -> NodeStatus:
         gpus=dict(message.gpus),
         preflight=tuple(message.preflight),
         progress=progress_from_pb(message.progress) if message.HasField("progress") else None,
+        failure=optional_failure_from_pb(message),
     )
+
+
+def failure_to_pb(failure: Failure) -> pb.CommandFailure:
+    return pb.CommandFailure(
+        node_id=failure.node_id, address=failure.address, rank=NO_RANK if failure.rank is None else failure.rank,
+        exit_code=failure.exit_code, signal=failure.signal, reason=failure.reason, error_type=failure.error_type,
+        message=failure.message, tail=failure.tail, from_error_file=failure.from_error_file,
+    )
+
+
+def failure_from_pb(message: pb.CommandFailure) -> Failure:
+    """Bounded and scrubbed, whoever sent it."""
+    return bounded(Failure(
+        node_id=message.node_id, address=message.address, rank=None if message.rank < 0 else message.rank,
+        exit_code=message.exit_code, signal=message.signal, reason=message.reason, error_type=message.error_type,
+        message=message.message, tail=tuple(message.tail[-1000:]), from_error_file=message.from_error_file,
+    ))
+
+
+def optional_failure_from_pb(message: Any, name: str = "failure") -> Optional[Failure]:
+    """The failure a message carries in its field `name`; None where it has none."""
+    return failure_from_pb(getattr(message, name)) if message.HasField(name) else None
 
 
 _PROGRESS_FIELDS = ("epoch", "epochs", "step", "loss", "images_per_s")
@@ -279,6 +305,8 @@ def job_view_to_pb(view: JobView, sender: str) -> pb.JobStatusResponse:
     )
     if view.coordinator is not None:
         response.coordinator.CopyFrom(peer_to_pb(view.coordinator))
+    if view.last_failure is not None:
+        response.last_failure.CopyFrom(failure_to_pb(view.last_failure))
     return response
 
 
@@ -295,6 +323,7 @@ def job_view_from_pb(message: pb.JobStatusResponse) -> JobView:
         restarts=message.restarts,
         last_abort=message.last_abort_reason or None,
         coordinating=message.coordinating,
+        last_failure=optional_failure_from_pb(message, "last_failure"),
     )
 
 

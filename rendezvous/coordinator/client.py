@@ -13,6 +13,7 @@ from google.protobuf.message import Message
 
 from ..core.advert import Advert
 from ..core.auth import AuthError, Keys
+from ..core.failure import Failure
 from ..core.manifest import SyncSummary
 from ..core.member import (
     Aborted,
@@ -106,8 +107,10 @@ class JoinSession:
     async def ready(self, digest: str, sync: Optional[SyncSummary] = None) -> None:
         await self._write(self._message(ready=pb.Ready(cluster_digest=digest, sync=_wire.sync_to_pb(sync))))
 
-    async def finished(self, exit_code: int, reason: str = "", sync: Optional[SyncSummary] = None) -> None:
-        finished = pb.Finished(exit_code=exit_code, reason=reason, sync=_wire.sync_to_pb(sync))
+    async def finished(self, exit_code: int, reason: str = "", sync: Optional[SyncSummary] = None,
+                       failure: Optional[Failure] = None) -> None:
+        finished = pb.Finished(exit_code=exit_code, reason=reason, sync=_wire.sync_to_pb(sync),
+                               failure=_wire.failure_to_pb(failure) if failure else None)
         await self._write(self._message(finished=finished))
 
     async def synced(self, digest: str, error: str = "") -> None:
@@ -172,7 +175,8 @@ class JoinSession:
             return Rejected(reason, message.rejected.message)
         if kind == "aborted":
             aborted = message.aborted
-            return Aborted(aborted.reason, aborted.exit_code, aborted.final, aborted.preflight, self._stop_of(aborted))
+            return Aborted(aborted.reason, aborted.exit_code, aborted.final, aborted.preflight, self._stop_of(aborted),
+                           _wire.optional_failure_from_pb(aborted))
         if kind == "completed":
             return Completed()
         if kind == "sync_from":

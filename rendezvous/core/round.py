@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Mapping, Optional
 
 from . import preflight
+from .failure import Failure
 from .manifest import SourceChoice, SyncSummary, choose_source, out_of_sync
 from .peer import Peer, describe_peers, shared_address
 from .preflight import Fingerprint
@@ -282,13 +283,16 @@ def synced(state: Round, node_id: str, digest: str, error: str = "") -> Step:
     return _go_on(done, RoundPhase.COMPLETED if final else RoundPhase.RELEASED)
 
 
-def abort(state: Round, reason: str, exit_code: int = ROUND_FAILED, final: bool = False) -> Step:
-    """End the round for every member. Final when asked, when restarts ran out or the exit
-    code is one a restart cannot fix."""
+def abort(
+    state: Round, reason: str, exit_code: int = ROUND_FAILED, final: bool = False, failure: Optional[Failure] = None
+) -> Step:
+    """End the round for every member (a failed command's `failure` goes to each). Final
+    when asked, when restarts ran out or the exit code is one a restart cannot fix."""
     if state.phase in (RoundPhase.ABORTED, RoundPhase.COMPLETED):
         return Step(state, Action.NOTHING)
     final = final or state.policy.is_final(state.number, exit_code)
-    ended = replace(state, phase=RoundPhase.ABORTED, abort_reason=reason, exit_code=exit_code, final=final)
+    ended = replace(state, phase=RoundPhase.ABORTED, abort_reason=reason, exit_code=exit_code, final=final,
+                    failure=failure)
     return Step(ended, Action.ABORT)
 
 
@@ -339,16 +343,24 @@ def resumed(state: Round, now: float) -> Round:
 
 
 def finished(
-    state: Round, node_id: str, exit_code: int, reason: str = "", sync: Optional[SyncSummary] = None
+    state: Round, node_id: str, exit_code: int, reason: str = "", sync: Optional[SyncSummary] = None,
+    failure: Optional[Failure] = None,
 ) -> Step:
-    """A member's command ended. Anything but a clean 0 ends the round for everyone; the
-    last clean 0 completes the job, once every --sync-dir is the chief's copy."""
+    """A member's command ended. Anything but a clean 0 ends the round for everyone, its
+    `failure` (the cause it sent) named after this coordinator's knowledge of who it is;
+    the last clean 0 completes the job, once every --sync-dir is the chief's copy."""
     peer = state.member(node_id)
     if state.phase is not RoundPhase.RELEASED or peer is None:
         return Step(state, Action.NOTHING)
     if exit_code != 0 or reason:
         why = reason or f"command exited with code {exit_code}"
-        return abort(state, f"{peer.describe()}: {why}", exit_code or ROUND_FAILED)
+        code = exit_code or ROUND_FAILED
+        if failure is None:
+            return abort(state, f"{peer.describe()}: {why}", code)
+        assert state.membership is not None
+        failure = replace(failure, node_id=peer.node_id, address=str(peer.address), exit_code=code,
+                          rank=state.membership.rank_of(node_id), reason=reason)
+        return abort(state, f"{peer.describe()}: {why}: {failure.cause}", code, failure=failure)
     state = replace(state, succeeded=state.succeeded | {node_id}, sync=_reported(state, node_id, sync))
     if state.membership is not None and len(state.succeeded) == state.membership.world_size:
         chief = state.membership.members[0]

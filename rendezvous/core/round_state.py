@@ -7,6 +7,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Mapping, Optional
 
+from .failure import Failure
 from .manifest import SyncSummary
 from .peer import Peer
 from .gpus import GpuPolicy
@@ -97,6 +98,7 @@ class Round:
     succeeded: frozenset[str] = field(default_factory=frozenset)
     heard: Mapping[str, float] = field(default_factory=dict)
     exit_code: int = ROUND_FAILED  # of an abort
+    failure: Optional[Failure] = None  # the failed command that caused the abort, and why it failed
     final: bool = False  # an abort after which no round follows
     stop: Optional[StopOrder] = None  # `rendezvous stop` ended it: who asked
     # What each peer's command runs with, by node id (None: an older peer sent none), and

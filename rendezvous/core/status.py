@@ -11,6 +11,7 @@ import json
 from typing import Any, Mapping, Optional
 
 from .advert import Advert, Phase
+from .failure import Failure, failure_to_dict
 from .peer import Peer
 from .gpus import describe_devices
 from .preflight import Fingerprint
@@ -48,6 +49,8 @@ class NodeStatus:
     rendezvous_seconds: Optional[float] = None  # from the round's start to the release
     # Why nothing is seen, and what to do, once waiting alone has lasted (core.seeds).
     hint: Optional[str] = None
+    # The last command failure this node knows of: its own, or the one an abort reported.
+    failure: Optional[Failure] = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "seen", tuple(sorted(self.seen)))
@@ -102,6 +105,14 @@ def status_line(status: NodeStatus) -> str:
     """One short line for systemd's STATUS=: `waiting for peers 1/2`, `round 1, worker 1 of
     2 training`, with progress `round 1, worker 0 of 4, epoch 12/60, loss 0.84, 2,310 img/s`;
     from round 2 on, waiting says its round too."""
+    line = _doing(status)
+    if status.failure is not None:  # what `systemctl status` shows of the cause
+        f = status.failure
+        line += f"; last failure: {f.address} rank {'?' if f.rank is None else f.rank}: {f.cause[:120]}"
+    return line
+
+
+def _doing(status: NodeStatus) -> str:
     if status.phase is Phase.WAITING or status.rank is None:
         waiting = f"waiting for peers {status.expect.progress(len(status.seen) or 1)}"
         return waiting if status.round == 1 else f"round {status.round}, {waiting}"
@@ -195,6 +206,9 @@ def describe_status(status: NodeStatus, daemon_pid: Optional[int] = None) -> str
         rows.append(("trainer", f"pid {status.trainer_pid}{uptime}"))
     if status.progress is not None and describe(status.progress):
         rows.append(("progress", describe(status.progress)))
+    if status.failure is not None:
+        rows.append(("last failure", status.failure.headline()))
+        rows.extend(("", f"  {line}") for line in status.failure.details())
     width = max(len(label) for label, _ in rows)
     head = f"node {status.node.node_id} at {status.node.endpoint}"
     if daemon_pid is not None:
@@ -249,6 +263,7 @@ def status_to_dict(status: NodeStatus) -> dict[str, Any]:
         "gpu_count": status.membership.gpus if status.membership else None,
         "devices": _used_devices(status),
         "progress": progress_to_dict(status.progress) if status.progress else None,
+        "failure": failure_to_dict(status.failure) if status.failure else None,
     }
 
 

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import math
 import os
+import signal
 import time
 from contextlib import aclosing
 from typing import AsyncIterator, Callable, Optional, Protocol
@@ -24,8 +25,11 @@ from ..core import member as machine
 from ..core.advert import Phase
 from ..core.manifest import PreviousChief, SyncSummary
 from ..core.auth import Keys
-from ..core.member import Listening, Member, MemberAction, MemberEvent, RoundEnd
+from ..core.failure import ERROR_FILE_VARIABLE, Failure, bounded, failure_to_dict
+from ..core.listening import Listening
+from ..core.member import Member, MemberAction, MemberEvent, RoundEnd
 from ..core.peer import Peer
+from ..core.record import replace
 from ..core.preflight import Fingerprint
 from ..core.size import Size
 from ..core.progress import VARIABLE as PROGRESS_VARIABLE
@@ -34,6 +38,7 @@ from ..core.gpus import SOCKET_VARIABLES, VISIBLE, describe_devices
 from ..core.tf_config import Membership, command_environment
 from ..coordinator.local import JoinHandler
 from ..errors import MembershipError
+from ..launch.errorfile import ErrorFile
 from ..launch.launcher import Launcher
 from .relay import ProgressRelay
 from .resources import Seat
@@ -41,6 +46,22 @@ from .syncer import MemberSync
 from .viewholder import ViewHolder
 
 log = logging.getLogger(__name__)
+
+
+def log_failure(failure: Failure) -> None:
+    """One line naming the node, its rank, how the command ended and its cause, then the
+    tail (or traceback) indented, a line each: what every node of the job shows. The JSON
+    log carries the whole failure with the first line."""
+    log.error("command failed: %s", failure.headline(), extra={"failure": failure_to_dict(failure)})
+    for line in failure.details():
+        log.error("    %s", line)
+
+
+def signal_name(number: Optional[int]) -> str:
+    try:
+        return signal.Signals(number).name if number else ""
+    except ValueError:
+        return f"signal {number}"
 
 
 class SessionFactory(Protocol):
@@ -79,6 +100,8 @@ class Joiner:
         self._enter = enter
         self._round = round
         self.session: Optional[JoinSession] = None
+        self.failure: Optional[Failure] = None  # this node's command failed: why
+        self._errors: Optional[ErrorFile] = None  # $RENDEZVOUS_ERROR_FILE, made at the freeze
         self._beats: Optional[asyncio.Task] = None
         timings = config.timings
         self._progress = ProgressRelay(seat.progress_dir, timings.progress_poll, timings.progress_send,
@@ -121,6 +144,8 @@ class Joiner:
         self._progress.stop_sending()
         await self._sync.cancel()
         await self._progress.close()
+        if self._errors is not None:
+            self._errors.close()
         if self.session is not None:
             await self.session.close()
             self.session = None
@@ -273,6 +298,7 @@ class Joiner:
         if self._beats is None and not self.state.joined_to_self:
             self._beats = asyncio.create_task(self._heartbeats(self.session), name="heartbeats")
         await self._launcher.arm(self._config.command, env)
+        self._launcher.record_output(membership.round, membership.rank_of(node_id))
         self._enter(Phase.FROZEN, membership)
         summary = await self._scan()
         try:
@@ -286,8 +312,13 @@ class Joiner:
         node_id, fingerprint = self._seat.me().node_id, self._seat.fingerprint
         return command_environment(
             membership, node_id, os.environ, fingerprint.gpu_ids if fingerprint else (), self._seat.data_interface,
-            {PROGRESS_VARIABLE: str(self._progress.path(node_id))},
+            {PROGRESS_VARIABLE: str(self._progress.path(node_id)), ERROR_FILE_VARIABLE: str(self._error_file(node_id).path)},
         )
+
+    def _error_file(self, node_id: str) -> ErrorFile:
+        if self._errors is None:
+            self._errors = ErrorFile(self._seat.progress_dir, node_id)
+        return self._errors
 
     def _log_devices(self, membership: Membership, env: dict[str, str]) -> None:
         fingerprint = self._seat.fingerprint
@@ -302,14 +333,33 @@ class Joiner:
             log.info("training traffic on the data network: %s", ", ".join(sockets))
 
     async def _report(self, report: machine.Report) -> None:
-        log.info("command exited with code %d%s", report.exit_code, f" ({report.reason})" if report.reason else "")
+        failed = report.exit_code != 0 or bool(report.reason)
+        if failed:
+            self.failure = self._failure(report)
+            log_failure(self.failure)
+        else:
+            log.info("command exited with code 0")
         self._enter(Phase.FINISHED, self.state.membership)
-        summary = await self._scan() if report.exit_code == 0 and not report.reason else None
+        summary = None if failed else await self._scan()
         assert self.session is not None
         try:
-            await self.session.finished(report.exit_code, report.reason, summary)
+            await self.session.finished(report.exit_code, report.reason, summary, self.failure)
         except SessionLost:
             pass  # the read side reports the lost coordinator
+
+    def _failure(self, report: machine.Report) -> Failure:
+        """Why this node's command failed: its error file when it wrote one, else its stderr's tail."""
+        me, membership = self._seat.me(), self.state.membership
+        error = self._errors.read() if self._errors is not None else None
+        failure = Failure(
+            node_id=me.node_id, address=str(me.address), rank=membership.rank_of(me.node_id) if membership else None,
+            exit_code=report.exit_code, signal="" if report.reason else signal_name(self._launcher.signal),
+            reason=report.reason, tail=self._launcher.tail(),
+        )
+        if error is not None:
+            failure = replace(failure, error_type=error.error_type, message=error.message, tail=error.traceback,
+                              from_error_file=True)
+        return bounded(failure)  # well within a request's size, however the command wrote
 
     async def _scan(self) -> Optional[SyncSummary]:
         """--sync-dir: this node's copy, for the coordinator to compare."""

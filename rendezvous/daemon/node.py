@@ -18,11 +18,13 @@ import logging
 import os
 import signal
 import time
+from pathlib import Path
 from typing import Callable, NoReturn, Optional, Union
 
 from ..config.join import JoinConfig, discovery_mode
 from ..coordinator import JoinSession
 from ..core.advert import Phase
+from ..core.failure import Failure
 from ..core.manifest import PreviousChief
 from ..core.member import RoundEnd, is_last_round
 from ..core.seeds import parse_seeds
@@ -35,9 +37,10 @@ from ..discovery.combined import discovery_factory
 from ..errors import JobFailed, JobStopped, RendezvousTimeout
 from ..host.fingerprint import take_fingerprint
 from ..launch.launcher import Launcher
+from ..launch.output import OutputSettings
 from ..observe.metrics import start_metrics
 from ..observe.report import Reporter
-from .joiner import Joiner, SessionFactory
+from .joiner import Joiner, SessionFactory, log_failure
 from .presence import Presence
 from .resources import Binder, Endpoint, bind_resources, job_policy
 from .signals import StopSignals, Stopped, TimedOut
@@ -59,7 +62,7 @@ class Node:
         reporter: Optional[Reporter] = None,
         discovery: Optional[DiscoveryFactory] = None,
         connect: SessionFactory = JoinSession,
-        launcher: Callable[[], Launcher] = Launcher,
+        launcher: Optional[Callable[[], Launcher]] = None,
         bind: Binder = bind_resources,
     ) -> None:
         self.config = config
@@ -68,9 +71,9 @@ class Node:
         self._make_discovery = discovery or discovery_factory(discovery_mode(config), parse_seeds(config.peers),
                                                               config.timings)
         self._connect = connect
-        self._make_launcher = launcher
+        self._make_launcher = launcher or (lambda: Launcher(output=output_settings(config)))
         self._bind = bind
-        self.launcher = launcher()
+        self.launcher = self._make_launcher()
         self.signals = StopSignals(self._report_stopping, lambda: self.launcher.kill())
         self._policy = job_policy(config)
         self._phase = Phase.WAITING
@@ -78,6 +81,7 @@ class Node:
         self._joiner: Optional[Joiner] = None
         self._stopping_reported = False
         self._rendezvous_seconds: Optional[float] = None
+        self._failure: Optional[Failure] = None  # the last command failure heard of, of a round before
         # The chief of the last round whose commands started: its --sync-dir is the real one.
         self._previous_chief: Optional[PreviousChief] = None
         self._endpoint: Endpoint  # these three from startup on
@@ -111,6 +115,7 @@ class Node:
             progress=joiner.progress if joiner else None,
             rendezvous_seconds=self._rendezvous_seconds,
             hint=self._presence.hint if self._phase is Phase.WAITING and not view.others else None,
+            failure=(joiner.failure if joiner else None) or self._failure,
         )
 
     def _report(self) -> None:
@@ -172,6 +177,9 @@ class Node:
             end = await self._round(joiner)
             if isinstance(end, int):
                 return end
+            if end.failure is not None and end.failure.node_id != self.node_id:  # its own is logged already
+                log_failure(end.failure)
+            self._failure = joiner.failure or end.failure or self._failure
             self._report()  # the preflight may have refused the round
             if end.stop is not None:
                 await self._stopped(joiner, end.stop)
@@ -273,6 +281,12 @@ class Node:
             ("stop the command", lambda: self.launcher.stop(self.config.stop_grace)),
             ("close the Join stream", self._joiner.close if self._joiner else None),
         )
+
+
+def output_settings(config: JoinConfig) -> OutputSettings:
+    """Where the command's output goes besides the terminal (--output-dir and its limits)."""
+    directory = Path(config.output_dir).expanduser() if config.output_dir else None
+    return OutputSettings(directory, config.job, config.output_max_bytes, config.output_keep_rounds)
 
 
 async def run_node(config: JoinConfig, reporter: Optional[Reporter] = None) -> int:

@@ -32,6 +32,10 @@ A gate comes one of two ways, and runs the same `run` either way:
   process with gRPC's threads, whose locks a child cannot trust. And Python, not sh: dash
   can neither read from file descriptors above 9 nor sleep until a given time.)
 
+Either way the gate's stderr, which the command inherits, is a pipe the daemon reads
+(rendezvous.launch.output: the tail of a failure); with --output-dir its stdout too, which
+a spare, forked before the options are read, lacks: the first round then spawns its gate.
+
 So that a spawned gate starts fast, this module imports nothing but a few of the standard
 library's modules, and none of the package's.
 """
@@ -237,10 +241,11 @@ def _close_all_but(*keep: int) -> None:
 
 class Spare:
     """A forked gate, waiting to be taken: its pid, a pidfd that becomes readable when it
-    ends, the read end of its ready pipe and the write end of its gate pipe."""
+    ends, the read end of its ready pipe, the write end of its gate pipe and the read end
+    of the pipe that is its (and its command's) stderr."""
 
-    def __init__(self, pid: int, pidfd: int, ready: int, gate: int) -> None:
-        self.pid, self.pidfd, self.ready, self.gate = pid, pidfd, ready, gate
+    def __init__(self, pid: int, pidfd: int, ready: int, gate: int, stderr: int) -> None:
+        self.pid, self.pidfd, self.ready, self.gate, self.stderr = pid, pidfd, ready, gate, stderr
 
 
 _spare = None
@@ -259,10 +264,12 @@ def fork_spare():
 
     ready_read, ready_write = os.pipe()
     gate_read, gate_write = os.pipe()
+    stderr_read, stderr_write = os.pipe()  # the command's stderr, read by the daemon (launch/output.py)
     daemon = os.getpid()
     pid = os.fork()
     if pid == 0:
         try:
+            os.dup2(stderr_write, 2)
             _close_all_but(0, 1, 2, ready_write, gate_read)
             os.setsid()
             run(ready_write, gate_read, daemon)
@@ -272,14 +279,16 @@ def fork_spare():
             os._exit(ABORTED)
     os.close(ready_write)
     os.close(gate_read)
+    os.close(stderr_write)
     try:
         pidfd = os.pidfd_open(pid)
     except OSError:
         os.close(gate_write)  # the gate sees EOF and ends
         os.close(ready_read)
+        os.close(stderr_read)
         os.waitpid(pid, 0)
         return None
-    _spare = Spare(pid, pidfd, ready_read, gate_write)
+    _spare = Spare(pid, pidfd, ready_read, gate_write, stderr_read)
     return pid
 
 

@@ -138,14 +138,40 @@ class Ready(_message.Message):
     def __init__(self, cluster_digest: _Optional[str] = ..., sync: _Optional[_Union[SyncState, _Mapping]] = ...) -> None: ...
 
 class Finished(_message.Message):
-    __slots__ = ("exit_code", "reason", "sync")
+    __slots__ = ("exit_code", "reason", "sync", "failure")
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     SYNC_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
     exit_code: int
     reason: str
     sync: SyncState
-    def __init__(self, exit_code: _Optional[int] = ..., reason: _Optional[str] = ..., sync: _Optional[_Union[SyncState, _Mapping]] = ...) -> None: ...
+    failure: CommandFailure
+    def __init__(self, exit_code: _Optional[int] = ..., reason: _Optional[str] = ..., sync: _Optional[_Union[SyncState, _Mapping]] = ..., failure: _Optional[_Union[CommandFailure, _Mapping]] = ...) -> None: ...
+
+class CommandFailure(_message.Message):
+    __slots__ = ("node_id", "address", "rank", "exit_code", "signal", "reason", "error_type", "message", "tail", "from_error_file")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ERROR_TYPE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TAIL_FIELD_NUMBER: _ClassVar[int]
+    FROM_ERROR_FILE_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    address: str
+    rank: int
+    exit_code: int
+    signal: str
+    reason: str
+    error_type: str
+    message: str
+    tail: _containers.RepeatedScalarFieldContainer[str]
+    from_error_file: bool
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., rank: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[str] = ..., reason: _Optional[str] = ..., error_type: _Optional[str] = ..., message: _Optional[str] = ..., tail: _Optional[_Iterable[str]] = ..., from_error_file: _Optional[bool] = ...) -> None: ...
 
 class CoordinatorMessage(_message.Message):
     __slots__ = ("header", "waiting", "frozen", "release", "redirect", "rejected", "aborted", "heartbeat", "completed", "sync_from")
@@ -240,18 +266,20 @@ class Rejected(_message.Message):
     def __init__(self, reason: _Optional[_Union[Rejected.Reason, str]] = ..., message: _Optional[str] = ...) -> None: ...
 
 class Aborted(_message.Message):
-    __slots__ = ("reason", "exit_code", "final", "preflight", "stop")
+    __slots__ = ("reason", "exit_code", "final", "preflight", "stop", "failure")
     REASON_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     FINAL_FIELD_NUMBER: _ClassVar[int]
     PREFLIGHT_FIELD_NUMBER: _ClassVar[int]
     STOP_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
     reason: str
     exit_code: int
     final: bool
     preflight: bool
     stop: StopOrder
-    def __init__(self, reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., final: _Optional[bool] = ..., preflight: _Optional[bool] = ..., stop: _Optional[_Union[StopOrder, _Mapping]] = ...) -> None: ...
+    failure: CommandFailure
+    def __init__(self, reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., final: _Optional[bool] = ..., preflight: _Optional[bool] = ..., stop: _Optional[_Union[StopOrder, _Mapping]] = ..., failure: _Optional[_Union[CommandFailure, _Mapping]] = ...) -> None: ...
 
 class StopOrder(_message.Message):
     __slots__ = ("address", "user", "reason", "stop_grace")
@@ -274,7 +302,7 @@ class StatusRequest(_message.Message):
     def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., caller: _Optional[_Union[AdvertRecord, _Mapping]] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("header", "self", "phase", "expect", "coordinator", "members", "tf_config", "rank", "seen", "trainer_pid", "trainer_uptime_seconds", "exit_code", "fingerprint", "tensorflow", "gpus", "preflight", "progress", "expect_min", "gpu_count")
+    __slots__ = ("header", "self", "phase", "expect", "coordinator", "members", "tf_config", "rank", "seen", "trainer_pid", "trainer_uptime_seconds", "exit_code", "fingerprint", "tensorflow", "gpus", "preflight", "progress", "expect_min", "gpu_count", "failure")
     class TensorflowEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -308,6 +336,7 @@ class StatusResponse(_message.Message):
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     EXPECT_MIN_FIELD_NUMBER: _ClassVar[int]
     GPU_COUNT_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
     header: Header
     self: Peer
     phase: str
@@ -327,7 +356,8 @@ class StatusResponse(_message.Message):
     progress: Progress
     expect_min: int
     gpu_count: int
-    def __init__(self_, header: _Optional[_Union[Header, _Mapping]] = ..., self: _Optional[_Union[Peer, _Mapping]] = ..., phase: _Optional[str] = ..., expect: _Optional[int] = ..., coordinator: _Optional[_Union[Peer, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., tf_config: _Optional[str] = ..., rank: _Optional[int] = ..., seen: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., trainer_pid: _Optional[int] = ..., trainer_uptime_seconds: _Optional[float] = ..., exit_code: _Optional[int] = ..., fingerprint: _Optional[_Union[Fingerprint, _Mapping]] = ..., tensorflow: _Optional[_Mapping[str, str]] = ..., gpus: _Optional[_Mapping[str, str]] = ..., preflight: _Optional[_Iterable[str]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., expect_min: _Optional[int] = ..., gpu_count: _Optional[int] = ...) -> None: ...
+    failure: CommandFailure
+    def __init__(self_, header: _Optional[_Union[Header, _Mapping]] = ..., self: _Optional[_Union[Peer, _Mapping]] = ..., phase: _Optional[str] = ..., expect: _Optional[int] = ..., coordinator: _Optional[_Union[Peer, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., tf_config: _Optional[str] = ..., rank: _Optional[int] = ..., seen: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., trainer_pid: _Optional[int] = ..., trainer_uptime_seconds: _Optional[float] = ..., exit_code: _Optional[int] = ..., fingerprint: _Optional[_Union[Fingerprint, _Mapping]] = ..., tensorflow: _Optional[_Mapping[str, str]] = ..., gpus: _Optional[_Mapping[str, str]] = ..., preflight: _Optional[_Iterable[str]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., expect_min: _Optional[int] = ..., gpu_count: _Optional[int] = ..., failure: _Optional[_Union[CommandFailure, _Mapping]] = ...) -> None: ...
 
 class MemberStatus(_message.Message):
     __slots__ = ("peer", "rank", "phase", "command_uptime_seconds", "exit_code", "progress", "straggler")
@@ -348,7 +378,7 @@ class MemberStatus(_message.Message):
     def __init__(self, peer: _Optional[_Union[Peer, _Mapping]] = ..., rank: _Optional[int] = ..., phase: _Optional[str] = ..., command_uptime_seconds: _Optional[float] = ..., exit_code: _Optional[int] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., straggler: _Optional[bool] = ...) -> None: ...
 
 class JobStatusResponse(_message.Message):
-    __slots__ = ("header", "coordinating", "coordinator", "phase", "expect", "restarts", "last_abort_reason", "members", "expect_min")
+    __slots__ = ("header", "coordinating", "coordinator", "phase", "expect", "restarts", "last_abort_reason", "members", "expect_min", "last_failure")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     COORDINATING_FIELD_NUMBER: _ClassVar[int]
     COORDINATOR_FIELD_NUMBER: _ClassVar[int]
@@ -358,6 +388,7 @@ class JobStatusResponse(_message.Message):
     LAST_ABORT_REASON_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     EXPECT_MIN_FIELD_NUMBER: _ClassVar[int]
+    LAST_FAILURE_FIELD_NUMBER: _ClassVar[int]
     header: Header
     coordinating: bool
     coordinator: Peer
@@ -367,7 +398,8 @@ class JobStatusResponse(_message.Message):
     last_abort_reason: str
     members: _containers.RepeatedCompositeFieldContainer[MemberStatus]
     expect_min: int
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., coordinating: _Optional[bool] = ..., coordinator: _Optional[_Union[Peer, _Mapping]] = ..., phase: _Optional[str] = ..., expect: _Optional[int] = ..., restarts: _Optional[int] = ..., last_abort_reason: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberStatus, _Mapping]]] = ..., expect_min: _Optional[int] = ...) -> None: ...
+    last_failure: CommandFailure
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., coordinating: _Optional[bool] = ..., coordinator: _Optional[_Union[Peer, _Mapping]] = ..., phase: _Optional[str] = ..., expect: _Optional[int] = ..., restarts: _Optional[int] = ..., last_abort_reason: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberStatus, _Mapping]]] = ..., expect_min: _Optional[int] = ..., last_failure: _Optional[_Union[CommandFailure, _Mapping]] = ...) -> None: ...
 
 class StopRequest(_message.Message):
     __slots__ = ("header", "user", "reason", "stop_grace")

@@ -59,6 +59,7 @@ def test_names_of_every_option():
         "liveness_timeout", "same_file", "allow_mismatch", "python", "settle", "metrics_port",
         "sync_dir", "sync_max_bytes", "token_file", "peers", "discovery", "abort_grace",
         "gpus", "data_interface", "data_address",
+        "output_dir", "output_max_bytes", "output_keep_rounds",
     }
 
 

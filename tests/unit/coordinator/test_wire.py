@@ -238,3 +238,32 @@ def test_the_gpus_devices_and_data_interface_survive_the_wire_and_an_older_node_
     assert _wire.fingerprint_from_pb(_wire.fingerprint_to_pb(fingerprint)) == fingerprint
     older = _wire.fingerprint_from_pb(pb.Fingerprint(python="3.11.9", gpus=["T4"]))
     assert (older.gpu_option, older.gpu_ids, older.data_interface) == ("all", (), "")
+
+
+def test_a_failure_goes_over_the_wire_and_back_bounded():
+    from rendezvous.core.failure import Failure
+
+    failure = Failure(node_id="bbbbbbbb", address="10.0.0.10", rank=2, exit_code=137, signal="SIGKILL",
+                      tail=("Traceback (most recent call last):", "RuntimeError: shard 7 is corrupt"))
+    assert _wire.failure_from_pb(_wire.failure_to_pb(failure)) == failure
+    unranked = Failure(node_id="b", address="a", rank=None, exit_code=1)
+    assert _wire.failure_from_pb(_wire.failure_to_pb(unranked)).rank is None
+    hostile = pb.CommandFailure(node_id="x\x1b[2J", rank=-7, tail=["\x07" + "y" * 100_000] * 5000,
+                                error_type="E\u202e", message="m\n" * 10_000)
+    shown = _wire.failure_from_pb(hostile)
+    assert shown.rank is None and shown.node_id == "x" and shown.error_type == "E?"
+    assert len(shown.tail) <= 40 and sum(len(line) for line in shown.tail) <= 8192
+    aborted = pb.Aborted(reason="r", failure=_wire.failure_to_pb(failure))
+    assert _wire.optional_failure_from_pb(aborted) == failure
+    assert _wire.optional_failure_from_pb(pb.Aborted(reason="r")) is None
+
+
+def test_a_nodes_status_carries_its_last_failure():
+    from rendezvous.core.failure import Failure
+    from rendezvous.core.size import Size
+    from rendezvous.core.status import NodeStatus
+
+    failure = Failure(node_id="bbbbbbbb", address="10.0.0.10", rank=2, exit_code=1, tail=("x",))
+    status = NodeStatus(node=A, job="j", expect=Size.fixed(2), failure=failure)
+    assert _wire.status_from_pb(_wire.status_to_pb(status)).failure == failure
+    assert _wire.status_from_pb(_wire.status_to_pb(NodeStatus(node=A, job="j", expect=Size.fixed(2)))).failure is None

@@ -21,7 +21,6 @@ from google.protobuf.message import Message
 
 from ..core.auth import AuthError, Keys, ReplayGuard
 from ..core.status import printable
-from ..core.stopping import StopOrder
 from ..core.view import Target
 from ..v1 import rendezvous_pb2 as pb
 from . import _auth, _wire

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import math
 import time
-from typing import Optional, Sequence, Union
+from typing import Optional, Union
 
 import grpc
 from google.protobuf.message import Message

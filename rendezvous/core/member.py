@@ -22,7 +22,7 @@ from ..errors import CoordinatorError, MembershipError, RendezvousError
 from .failure import Failure
 from .peer import Peer, describe_peers
 from .record import record, replace
-from .round import ROUND_FAILED, Policy, heartbeat_interval, paused
+from .round import ROUND_FAILED, Policy, heartbeat_interval
 from .size import Size
 from .stopping import STOPPED, StopOrder
 from .tf_config import Membership

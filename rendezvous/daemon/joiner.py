@@ -14,7 +14,6 @@ import asyncio
 import logging
 import math
 import os
-import signal
 import time
 from contextlib import aclosing
 from typing import AsyncIterator, Callable, Optional, Protocol
@@ -25,43 +24,26 @@ from ..core import member as machine
 from ..core.advert import Phase
 from ..core.manifest import PreviousChief, SyncSummary
 from ..core.auth import Keys
-from ..core.failure import ERROR_FILE_VARIABLE, Failure, bounded, failure_to_dict
+from ..core.failure import ERROR_FILE_VARIABLE, Failure
 from ..core.listening import Listening
 from ..core.member import Member, MemberAction, MemberEvent, RoundEnd
 from ..core.peer import Peer
-from ..core.record import replace
 from ..core.preflight import Fingerprint
 from ..core.size import Size
 from ..core.progress import VARIABLE as PROGRESS_VARIABLE
 from ..core.progress import Progress
-from ..core.gpus import SOCKET_VARIABLES, VISIBLE, describe_devices
 from ..core.tf_config import Membership, command_environment
 from ..coordinator.local import JoinHandler
 from ..errors import MembershipError
 from ..launch.errorfile import ErrorFile
 from ..launch.launcher import Launcher
+from .commandside import describe_failure, log_devices, log_failure
 from .relay import ProgressRelay
 from .resources import Seat
 from .syncer import MemberSync
 from .viewholder import ViewHolder
 
 log = logging.getLogger(__name__)
-
-
-def log_failure(failure: Failure) -> None:
-    """One line naming the node, its rank, how the command ended and its cause, then the
-    tail (or traceback) indented, a line each: what every node of the job shows. The JSON
-    log carries the whole failure with the first line."""
-    log.error("command failed: %s", failure.headline(), extra={"failure": failure_to_dict(failure)})
-    for line in failure.details():
-        log.error("    %s", line)
-
-
-def signal_name(number: Optional[int]) -> str:
-    try:
-        return signal.Signals(number).name if number else ""
-    except ValueError:
-        return f"signal {number}"
 
 
 class SessionFactory(Protocol):
@@ -288,7 +270,7 @@ class Joiner:
             membership.round, membership.rank_of(node_id), membership.world_size,
             membership.coordinator.describe(), env["TF_CONFIG"],
         )
-        self._log_devices(membership, env)
+        log_devices(membership, env, self._seat.fingerprint, self._config.gpus, self._seat.data_interface)
         if self.state.liveness_timeout != self._config.liveness_timeout:
             log.info("the coordinator's liveness timeout of %g s rules this round (this node's: %g s)",
                      self.state.liveness_timeout, self._config.liveness_timeout)
@@ -320,22 +302,11 @@ class Joiner:
             self._errors = ErrorFile(self._seat.progress_dir, node_id)
         return self._errors
 
-    def _log_devices(self, membership: Membership, env: dict[str, str]) -> None:
-        fingerprint = self._seat.fingerprint
-        devices = describe_devices(membership.gpus, fingerprint.gpu_ids if fingerprint else ())
-        chosen = fingerprint.gpu_option if fingerprint else self._config.gpus
-        option = f" (--gpus {chosen})" if membership.gpus is not None else ""
-        shown = f", {VISIBLE}={env[VISIBLE]!r}" if VISIBLE in env else ""
-        log.info("this node's command uses %s%s%s", devices, option, shown)
-        sockets = [f"{name}={env.get(name, os.environ.get(name))}" for name in SOCKET_VARIABLES
-                   if self._seat.data_interface]
-        if sockets:
-            log.info("training traffic on the data network: %s", ", ".join(sockets))
-
     async def _report(self, report: machine.Report) -> None:
         failed = report.exit_code != 0 or bool(report.reason)
         if failed:
-            self.failure = self._failure(report)
+            error = self._errors.read() if self._errors is not None else None
+            self.failure = describe_failure(self._seat.me(), self.state.membership, report, self._launcher, error)
             log_failure(self.failure)
         else:
             log.info("command exited with code 0")
@@ -346,20 +317,6 @@ class Joiner:
             await self.session.finished(report.exit_code, report.reason, summary, self.failure)
         except SessionLost:
             pass  # the read side reports the lost coordinator
-
-    def _failure(self, report: machine.Report) -> Failure:
-        """Why this node's command failed: its error file when it wrote one, else its stderr's tail."""
-        me, membership = self._seat.me(), self.state.membership
-        error = self._errors.read() if self._errors is not None else None
-        failure = Failure(
-            node_id=me.node_id, address=str(me.address), rank=membership.rank_of(me.node_id) if membership else None,
-            exit_code=report.exit_code, signal="" if report.reason else signal_name(self._launcher.signal),
-            reason=report.reason, tail=self._launcher.tail(),
-        )
-        if error is not None:
-            failure = replace(failure, error_type=error.error_type, message=error.message, tail=error.traceback,
-                              from_error_file=True)
-        return bounded(failure)  # well within a request's size, however the command wrote
 
     async def _scan(self) -> Optional[SyncSummary]:
         """--sync-dir: this node's copy, for the coordinator to compare."""

@@ -40,7 +40,8 @@ from ..launch.launcher import Launcher
 from ..launch.output import OutputSettings
 from ..observe.metrics import start_metrics
 from ..observe.report import Reporter
-from .joiner import Joiner, SessionFactory, log_failure
+from .commandside import log_failure
+from .joiner import Joiner, SessionFactory
 from .presence import Presence
 from .resources import Binder, Endpoint, bind_resources, job_policy
 from .signals import StopSignals, Stopped, TimedOut

@@ -190,7 +190,7 @@ _LEVELS = {"warning", "error", "exception", "critical"}
 # Messages whose text is made elsewhere (logged as "%s"): the phrase the page must hold for each,
 # by module and the function that logs it.
 DYNAMIC = {
-    "daemon/joiner.py:log_failure": "followed by lines indented by four spaces",
+    "daemon/commandside.py:log_failure": "followed by lines indented by four spaces",
     "cli/main.py:_report_error": "rendezvous: error:",
     "coordinator/_guard.py:warn": "at most once per address and kind",
     "coordinator/_join.py:serve": "rejected %s: %s",

@@ -9,7 +9,6 @@ import re
 import secrets
 import shlex
 import shutil
-import subprocess
 import sys
 
 import pytest

@@ -23,7 +23,7 @@ from patience import HANG
 from rendezvous.config import JoinConfig, Timings
 from rendezvous.coordinator import JoinSession
 from rendezvous.core.advert import Advert, Phase
-from rendezvous.core.member import Aborted, Completed, Frozen, Heartbeat, Redirected, Released, Waiting
+from rendezvous.core.member import Aborted, Completed, Frozen, Redirected, Released, Waiting
 from rendezvous.core.peer import Peer
 from rendezvous.core.tf_config import Membership
 from rendezvous.discovery import Discovery, Gone, Seen

@@ -58,7 +58,7 @@ class Node:
         reporter: Optional[Reporter] = None,
         discovery: Optional[DiscoveryFactory] = None,
         connect: SessionFactory = JoinSession,
-        launcher: Callable[[], Launcher] = Launcher,
+        launcher: Optional[Callable[[], Launcher]] = None,
         bind: Binder = bind_resources,
     ) -> None:
         self.config = config
@@ -67,9 +67,9 @@ class Node:
         self._make_discovery = discovery or discovery_factory(discovery_mode(config), parse_seeds(config.peers),
                                                               config.timings)
         self._connect = connect
-        self._make_launcher = launcher
+        self._make_launcher = launcher or (lambda: Launcher(config.stop_grace, config.abort_grace))
         self._bind = bind
-        self.launcher = launcher()
+        self.launcher = self._make_launcher()
         self.signals = StopSignals(self._report_stopping, lambda: self.launcher.kill())
         self._policy = job_policy(config)
         self._phase = Phase.WAITING

@@ -97,10 +97,21 @@ def training(logs: list[Path], kind: str, times: int) -> bool:
     return all(p.read_text(errors="replace").count(mark) >= times for p in logs)
 
 
-def one_run(event: str, kind: str, options: list[str]) -> tuple[float, ...]:
+def one_run(event: str, kind: str, options: list[str], keep: Path | None = None) -> tuple[float, ...]:
     job = f"bench-{secrets.token_hex(4)}"
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp)
+        try:
+            return _measure(event, kind, options, job, Path(tmp))
+        finally:
+            if keep is not None:  # the daemons' logs, to see why a figure is what it is
+                keep.mkdir(parents=True, exist_ok=True)
+                for log in Path(tmp).glob("*.log"):
+                    (keep / f"{job}-{log.name}").write_bytes(log.read_bytes())
+
+
+def _measure(event: str, kind: str, options: list[str], job: str, tmp: Path) -> tuple[float, ...]:
+    if True:
+        out = tmp
         logs = [out / f"{a}.log" for a in ADDRESSES]
         env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2",
                "RENDEZVOUS_RUNTIME_DIR": str(out / "run")}
@@ -145,6 +156,7 @@ def main() -> None:
     p.add_argument("event", choices=("abort", "stop"))
     p.add_argument("kind", choices=("plain", "helper", "trainer"))
     p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--keep-logs", type=Path, metavar="DIR", help="copy the daemons' logs of every run here")
     argv = sys.argv[1:]
     options = argv[argv.index("--") + 1:] if "--" in argv else []
     args = p.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
@@ -152,7 +164,7 @@ def main() -> None:
     results = []
     names = ("stopped", "restarted", "training")
     for run in range(args.runs):
-        figures = one_run(args.event, args.kind, args.options)
+        figures = one_run(args.event, args.kind, args.options, args.keep_logs)
         results.append(figures)
         print(f"run {run + 1}: " + ", ".join(f"{n} {f:.2f} s" for n, f in zip(names, figures)), flush=True)
     medians = [statistics.median(column) for column in zip(*results)]

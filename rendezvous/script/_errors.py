@@ -25,12 +25,15 @@ MAX_MESSAGE = 4096
 MAX_TRACEBACK = 32768
 
 
-def error_record(error: BaseException) -> dict:
-    """The error file's object for `error`."""
+def error_record(error: BaseException, skip: int = 0) -> dict:
+    """The error file's object for `error`, its traceback without its first `skip` frames."""
     import traceback  # only when there is an error to write
 
     message = str(error)
-    trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    frames = error.__traceback__
+    for _ in range(skip):
+        frames = frames.tb_next if frames is not None and frames.tb_next is not None else frames
+    trace = "".join(traceback.format_exception(type(error), error, frames))
     if len(message) > MAX_MESSAGE:
         message = message[:MAX_MESSAGE - 3] + "..."
     if len(trace) > MAX_TRACEBACK:
@@ -41,11 +44,15 @@ def error_record(error: BaseException) -> dict:
 def write_error(error: BaseException, path: Optional[str] = None) -> bool:
     """Write `error` to `path` (default: `$RENDEZVOUS_ERROR_FILE`); whether it was written.
     Nothing happens without a path; a file that cannot be written is reported on stderr."""
+    return _write(error, path, 0)
+
+
+def _write(error: BaseException, path: Optional[str], skip: int) -> bool:
     path = path or os.environ.get(ERROR_VARIABLE)
     if not path:
         return False
     # surrogateescape'd bytes (an undecodable file name in a message) must not fail the write
-    data = json.dumps(error_record(error), ensure_ascii=False).encode("utf-8", "backslashreplace")
+    data = json.dumps(error_record(error, skip), ensure_ascii=False).encode("utf-8", "backslashreplace")
     directory = os.path.dirname(os.path.abspath(path))
     temporary = os.path.join(directory, f".error-{os.getpid()}-{os.urandom(4).hex()}.json")
     try:
@@ -80,7 +87,7 @@ def record(function: Optional[Callable[..., Any]] = None, *, path: Optional[str]
             try:
                 return wrapped(*args, **kwargs)
             except Exception as error:
-                write_error(error, path)
+                _write(error, path, 1)  # the traceback from the decorated function on, not this wrapper
                 raise
 
         return wrapper

@@ -94,6 +94,7 @@ def test_record_writes_the_error_file_and_raises_on(tmp_path, monkeypatch):
     assert set(error) == {"type", "message", "traceback"}
     assert error["type"] == "ValueError" and error["message"] == "loss is NaN at step 1200"
     assert error["traceback"].startswith("Traceback (most recent call last):")
+    assert "in main" in error["traceback"] and "in wrapper" not in error["traceback"]
     assert "in inner" in error["traceback"] and error["traceback"].rstrip().endswith("ValueError: loss is NaN at step 1200")
     assert [p.name for p in tmp_path.iterdir()] == ["error.json"]  # no temporary file left
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 import os
 import secrets
 import signal
+import subprocess
 import sys
 import time
 
 import pytest
 
-from patience import wait_until
+from patience import HANG, wait_until
 from paths import REPO, SUPPORT
 from peers import FAST, alive, join_argv, start_peer
 
@@ -74,3 +75,25 @@ def test_a_stopped_job_ends_a_plain_script_within_the_stop_grace(tmp_path, scrip
     assert not any(alive(pid) for pid in pids(out, 1))
     ignored = [f"ignored SIGTERM for {grace}s: SIGKILL" in p.log for p in peers]
     assert ignored == [status == 128 + signal.SIGKILL] * 2, peers[0].log
+
+
+def test_the_bundled_trainer_obeys_sigterm_while_blocked_inside_tensorflow(tmp_path):
+    """A Python handler waits for the main thread to get control back, which a step blocked
+    in a collective does not give (8 s measured, until TensorFlow's heartbeat failed it): the
+    trainer's handler also runs from a thread woken by the signal."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    env.pop("TF_CONFIG", None)
+    log = tmp_path / "blocked.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, str(SUPPORT / "blocked_trainer.py")], env=env,
+                                stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: "blocked" in log.read_text() or proc.poll() is not None, "the dequeue")
+        time.sleep(0.5)  # into the dequeue (were it not yet, the plain handler would do)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=HANG) == 128 + signal.SIGTERM, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "trainer: stopped by SIGTERM" in log.read_text()

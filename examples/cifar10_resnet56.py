@@ -4,12 +4,14 @@
 
 The recipe of He et al. 2015 (section 4.2) on a 60-epoch schedule: SGD with momentum 0.9 at
 0.1 per 128 images, divided by 10 at half and at three quarters of the epochs, random crops
-of the image padded by 4 pixels, random flips, weight decay 1e-4. `--synthetic --steps N`
-trains on random images instead (no download), N steps an epoch.
+of the image padded by 4 pixels, random flips, weight decay 1e-4. `--data-dir` reads the
+python batches where there is no internet; `--synthetic --steps N` trains on random images
+instead, N steps an epoch.
 """
 import argparse
 import hashlib
 import os
+import pickle
 
 import numpy as np
 
@@ -22,6 +24,7 @@ p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 p.add_argument("--epochs", type=int, default=60)
 p.add_argument("--global-batch", type=int, default=128, help="summed over the workers")
 p.add_argument("--backup-dir", default="resnet56-backup", help="BackupAndRestore's; share it, or use --sync-dir")
+p.add_argument("--data-dir", help="CIFAR-10's python batches (cifar-10-batches-py), if not downloaded")
 p.add_argument("--synthetic", action="store_true", help="random images: no download")
 p.add_argument("--steps", type=int, help="steps per epoch (default: the whole training set)")
 p.add_argument("--threads", type=int, default=0, help="TensorFlow threads (0: its default)")
@@ -64,7 +67,15 @@ def load():
     if args.synthetic:  # the same random images on every worker
         rng = np.random.default_rng(0)
         return (rng.integers(0, 256, (1024, 32, 32, 3), np.uint8), rng.integers(0, 10, (1024, 1))), None
-    return keras.datasets.cifar10.load_data()  # downloads once to ~/.keras/datasets
+    if not args.data_dir:
+        return keras.datasets.cifar10.load_data()  # downloads once to ~/.keras/datasets
+
+    def batch(name):  # rows of 3072 bytes, channel by channel
+        with open(os.path.join(args.data_dir, name), "rb") as f:
+            d = pickle.load(f, encoding="bytes")
+        return d[b"data"].reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1), np.array(d[b"labels"])[:, None]
+    parts = [batch(f"data_batch_{i}") for i in range(1, 6)]
+    return (np.concatenate([x for x, _ in parts]), np.concatenate([y for _, y in parts])), batch("test_batch")
 
 
 def prepare(image, label, train):

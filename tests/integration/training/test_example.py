@@ -3,13 +3,17 @@ loopback, on synthetic images for a few steps; the two workers end with one mode
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
+import subprocess
 import sys
 
 import pytest
 
+from cifar10 import write_cifar10
 from paths import REPO
+from patience import HANG
 from peers import join_argv, start_peer
 
 pytestmark = pytest.mark.training
@@ -34,3 +38,18 @@ def test_the_resnet56_example_trains_one_model_on_two_workers(tmp_path):
     digests = [re.findall(r"weights sha256 ([0-9a-f]{64})", log) for log in logs]
     assert all(len(found) == 1 for found in digests), digests
     assert digests[0] == digests[1]  # synchronous training: one model, not two
+
+
+def test_the_example_runs_alone_on_cifar10s_own_files(tmp_path):
+    """Without rendezvous (one worker, env() is None) and with --data-dir: the python batches
+    as cs.toronto.edu serves them, written small (tests/support/cifar10.py)."""
+    data, _ = write_cifar10(tmp_path, per_batch=8, test=16)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    for name in ("TF_CONFIG", "RENDEZVOUS_RANK"):
+        env.pop(name, None)
+    done = subprocess.run([sys.executable, str(EXAMPLE), "--data-dir", str(data), "--epochs", "1",
+                           "--global-batch", "8", "--threads", "1", "--backup-dir", str(tmp_path / "backup")],
+                          env=env, capture_output=True, text=True, timeout=HANG)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "alone: 857082 parameters, 5 steps/epoch" in done.stdout  # 40 images, 8 a batch
+    assert re.search(r"test accuracy \d\.\d{4}", done.stdout) and "weights sha256" in done.stdout

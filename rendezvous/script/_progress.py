@@ -140,8 +140,11 @@ def ProgressCallback(global_batch_size: Optional[int] = None, every: int = 0, pa
     The callback subclasses the Callback of `keras` (the module your model comes from, e.g.
     `tf.keras` or `keras`); without it, that of `tf.keras` when TensorFlow is imported
     (tf-keras under TF_USE_LEGACY_KERAS=1, else Keras 3), else Keras 3's."""
-    if every < 0:
+    if not isinstance(every, int) or isinstance(every, bool) or every < 0:
         raise ValueError(f"every={every!r}: the number of steps between two lines, 0 for epochs only")
+    if global_batch_size is not None and (not isinstance(global_batch_size, int) or global_batch_size < 1):
+        raise ValueError(f"global_batch_size={global_batch_size!r}: the images of one step summed over "
+                         "the workers, or None")
     base = _keras_base(keras)
     cls = _classes.get(base)
     if cls is None:

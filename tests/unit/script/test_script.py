@@ -177,9 +177,12 @@ def test_exit_on_sigterm_ends_a_process_whose_sigterm_was_taken_over():
     assert done.returncode == -signal.SIGTERM
 
 
-def test_the_progress_callback_rejects_a_negative_interval():
-    with pytest.raises(ValueError, match="every=-1"):
-        rdv.ProgressCallback(every=-1)
+@pytest.mark.parametrize("arguments, named", [
+    ({"every": -1}, "every=-1"), ({"every": "5"}, "every='5'"), ({"global_batch_size": 0}, "global_batch_size=0"),
+])
+def test_the_progress_callback_names_a_bad_argument(arguments, named):
+    with pytest.raises(ValueError, match=named):
+        rdv.ProgressCallback(**arguments)
 
 
 HEAVY = ("tensorflow", "keras", "tf_keras", "grpc", "zeroconf", "google.protobuf", "asyncio",

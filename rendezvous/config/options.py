@@ -135,12 +135,11 @@ OPTIONS: tuple[Option, ...] = (
                 "none, and the job is open to anyone on the network)"),
     Option("stop_grace", Kind.SECONDS, checks.grace_problem, 10.0, group="launch", metavar="SECONDS",
            help="when the command is stopped (SIGINT/SIGTERM to rendezvous), time it gets "
-                "between SIGTERM and SIGKILL; also what a command that exited 0 left running "
-                "(default: {default})"),
+                "between SIGTERM and SIGKILL (default: {default})"),
     Option("abort_grace", Kind.SECONDS, checks.grace_problem, 3.0, group="launch", metavar="SECONDS",
            help="when a round is aborted (a command failed, a node was lost or frozen), time "
                 "the commands get between SIGTERM and SIGKILL: a broken collective saves nothing "
-                "by waiting; also what a failed command left running (default: {default})"),
+                "by waiting (default: {default})"),
     Option("max_restarts", Kind.WHOLE, checks.restarts_problem, 3, group="launch", metavar="N",
            help="after a failure (a command exits non-zero, a node is lost or frozen), stop the "
                 "command on every node and start a new round this many times at most; 0: never "

@@ -72,7 +72,8 @@ class Node:
         self._make_discovery = discovery or discovery_factory(discovery_mode(config), parse_seeds(config.peers),
                                                               config.timings)
         self._connect = connect
-        self._make_launcher = launcher or (lambda: Launcher(output=output_settings(config)))
+        self._make_launcher = launcher or (lambda: Launcher(config.stop_grace, config.abort_grace,
+                                                            output=output_settings(config)))
         self._bind = bind
         self.launcher = self._make_launcher()
         self.signals = StopSignals(self._report_stopping, lambda: self.launcher.kill())

@@ -17,7 +17,8 @@ daemon signals the gate, never the command:
 - SIGUSR1 (also the gate's parent-death signal: the daemon died, even with kill -9):
   SIGKILL to all of them, again each time one is reaped, until none is left.
 When the command ends by itself, whatever it left behind gets SIGTERM, and SIGKILL after the
-grace the daemon sent with the start. The gate then exits as the command did: the same exit
+grace the daemon sent with the start: its --stop-grace when the command exited 0, its
+--abort-grace when it failed (its round is then aborted, and nothing is saved by waiting). The gate then exits as the command did: the same exit
 code, or death by the same signal. What still escapes: a process that is not a descendant,
 started for the command by another service (`systemd-run`, a container engine, ssh to this
 host), and anything left when the gate itself is killed with SIGKILL; a systemd unit ends
@@ -51,32 +52,35 @@ import time
 ABORTED = 125  # the gate's exit code when the round was called off before its start
 KILL = _signal.SIGUSR1  # to a gate: SIGKILL to the command's whole tree, now
 
-# The message: start time (seconds since the epoch), the grace of what the command leaves
-# behind and the number of the command's arguments, then each argument and each NAME=VALUE
-# of the environment, ended by a NUL.
-_HEADER = struct.Struct("!ddI")
+# The message: start time (seconds since the epoch), the graces of what the command leaves
+# behind when it exits 0 and when it fails, and the number of the command's arguments, then
+# each argument and each NAME=VALUE of the environment, ended by a NUL.
+_HEADER = struct.Struct("!dddI")
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_NAME, _PR_SET_CHILD_SUBREAPER = 1, 4, 15, 36
 _PASSED_ON = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP)
 
 
-def encode(start_at: float, command, env, grace: float = 0.0) -> bytes:
+def encode(start_at: float, command, env, grace: float = 0.0, failed_grace=None) -> bytes:
     """What the daemon writes to a gate: `command` (str items) to run at `start_at` with
     exactly the environment `env` (names and values free of NUL, names free of '='); what
-    the command leaves running when it ends gets `grace` seconds between SIGTERM and SIGKILL."""
+    the command leaves running when it ends gets `grace` seconds between SIGTERM and SIGKILL
+    after an exit 0, `failed_grace` (default: `grace`) after any other end."""
     items = list(command) + [f"{name}={value}" for name, value in env.items()]
-    return _HEADER.pack(start_at, grace, len(command)) + b"".join(os.fsencode(i) + b"\0" for i in items)
+    failed = grace if failed_grace is None else failed_grace
+    return _HEADER.pack(start_at, grace, failed, len(command)) + b"".join(os.fsencode(i) + b"\0" for i in items)
 
 
 def decode(data: bytes):
-    """(start_at, grace, argv, env) from `encode`'s bytes, or None for anything else."""
+    """(start_at, (grace, failed_grace), argv, env) from `encode`'s bytes, or None for
+    anything else."""
     if len(data) < _HEADER.size:
         return None
-    start_at, grace, count = _HEADER.unpack_from(data)
+    start_at, grace, failed, count = _HEADER.unpack_from(data)
     items = data[_HEADER.size:].split(b"\0")
     if items.pop() != b"" or not 0 < count <= len(items):
         return None
     env = dict(item.partition(b"=")[::2] for item in items[count:])
-    return start_at, grace, items[:count], env
+    return start_at, (grace, failed), items[:count], env
 
 
 def descendants(root: int) -> list:
@@ -102,8 +106,8 @@ def descendants(root: int) -> list:
 class _Tree:
     """The command and every process below the gate, as the gate's signal handlers see it."""
 
-    def __init__(self, grace: float) -> None:
-        self.grace = grace
+    def __init__(self, graces) -> None:
+        self.graces = graces  # (after an exit 0, after a failure)
         self.command = 0  # its pid once started, its process group's too
         self.status = None  # its wait status once reaped
         self.killing = False
@@ -140,7 +144,8 @@ class _Tree:
                 self.status = status
                 if not self.killing and _any_left():  # the command left processes behind
                     self.pass_on(_signal.SIGTERM)
-                    _signal.setitimer(_signal.ITIMER_REAL, max(self.grace, 0.001))
+                    grace = self.graces[0] if status == 0 else self.graces[1]
+                    _signal.setitimer(_signal.ITIMER_REAL, max(grace, 0.001))
             if self.killing:
                 self.kill()  # the ones started between two sweeps
 
@@ -155,9 +160,9 @@ def _any_left() -> bool:
             return False
 
 
-def _supervise(libc, daemon: int, grace: float, argv, env) -> None:
+def _supervise(libc, daemon: int, graces, argv, env) -> None:
     """Start the command under this gate, wait for its whole tree, exit as the command did."""
-    tree = _Tree(grace)
+    tree = _Tree(graces)
     everything = _signal.valid_signals() - {_signal.SIGKILL, _signal.SIGSTOP}
     # Blocked until the command's pid is known, so that a handler never misses it; the
     # command gets an empty mask and the default action of what Python ignores (with
@@ -217,11 +222,11 @@ def run(ready: int, gate: int, daemon: int):
     message = decode(data)
     if message is None:
         os._exit(ABORTED)
-    start_at, grace, argv, env = message
+    start_at, graces, argv, env = message
     delay = start_at - time.time()
     if delay > 0:
         time.sleep(delay)
-    _supervise(libc, daemon, grace, argv, env)
+    _supervise(libc, daemon, graces, argv, env)
 
 
 def _close_all_but(*keep: int) -> None:

@@ -13,15 +13,16 @@ from typing import Mapping, Optional, Sequence, Union
 
 from . import gate
 from .output import OutputSettings, Plumbing, check_output_dir
+from ..config.options import BY_NAME
 from ..errors import CommandNotExecutable, ConfigError, LaunchError
 from ..core.tf_config import NOTIFY_VARIABLES
 from ..host.runtime import process_state
 
 log = logging.getLogger(__name__)
 
-# What a command that ended left running gets between SIGTERM and SIGKILL: as in an aborted
-# round, nothing is saved by waiting longer for it.
-LEFTOVER_GRACE = 3.0
+# The option table's defaults, for a launcher made without a config (tests, benchmarks).
+STOP_GRACE: float = BY_NAME["stop_grace"].default  # type: ignore[assignment]
+ABORT_GRACE: float = BY_NAME["abort_grace"].default  # type: ignore[assignment]
 
 
 def command_of(gate_pid: int) -> Optional[int]:
@@ -130,10 +131,16 @@ class Launcher:
     `fire` lets it start the command, which it then supervises. `stop` handles a waiting and a
     running command alike. The launcher signals only the gate: the gate passes signals on to
     every process of the command's tree, and ends once none is left.
+
+    What the command leaves running when it ends by itself gets SIGTERM, then SIGKILL after
+    `stop_grace` (--stop-grace) if it exited 0, after `abort_grace` (--abort-grace) if it
+    failed: the graces the daemon gives the command itself when its round completes or aborts.
     """
 
-    def __init__(self, leftover_grace: float = LEFTOVER_GRACE, output: Optional[OutputSettings] = None) -> None:
-        self.leftover_grace = leftover_grace
+    def __init__(self, stop_grace: float = STOP_GRACE, abort_grace: float = ABORT_GRACE,
+                 output: Optional[OutputSettings] = None) -> None:
+        self.stop_grace = stop_grace
+        self.abort_grace = abort_grace
         self.output = Plumbing(output or OutputSettings())  # the command's stderr (and stdout) pipes
         self._drained: Optional[asyncio.Future] = None  # the pipes read to their end
         self._discarded: Optional[_Forked] = None  # a spare gate not taken, until it is reaped
@@ -221,7 +228,7 @@ class Launcher:
     def fire(self, start_at: float) -> None:
         """Let the armed command start at `start_at` (seconds since the epoch)."""
         assert self._process is not None and self._gate is not None, "fire() before arm()"
-        data = memoryview(gate.encode(start_at, self._command, self._env, self.leftover_grace))
+        data = memoryview(gate.encode(start_at, self._command, self._env, self.stop_grace, self.abort_grace))
         try:
             while data:  # the gate reads until the pipe is closed: a long environment fits too
                 data = data[os.write(self._gate, data):]

@@ -214,7 +214,8 @@ class JoinStreams:
             c.apply(rounds.ready(c.round, peer.node_id, message.ready.cluster_digest, sync))
         elif kind == "finished":
             done = message.finished
-            log.info("%s finished with exit code %d %s", peer.describe(), done.exit_code, printable(done.reason))
+            log.info("%s finished with exit code %d%s", peer.describe(), done.exit_code,
+                     f" ({printable(done.reason)})" if done.reason else "")
             c.note(lambda board: jobs.finished(board, peer.node_id, done.exit_code, time.monotonic()))
             sync = _wire.sync_from_pb(done.sync)
             c.apply(rounds.finished(c.round, peer.node_id, done.exit_code, done.reason, sync))

@@ -21,10 +21,11 @@ import time
 from typing import Callable, Optional, Union
 
 from ..config.join import JoinConfig, discovery_mode
-from ..coordinator import JoinSession
+from ..coordinator import JoinSession, SessionLost
 from ..core.advert import Phase
 from ..core.manifest import PreviousChief
-from ..core.member import RoundEnd, is_last_round
+from ..core.member import MemberPhase, RoundEnd, is_last_round
+from ..core.round_state import ROUND_FAILED
 from ..core.seeds import parse_seeds
 from ..core.status import NodeStatus
 from ..core.tf_config import Membership
@@ -207,7 +208,7 @@ class Node:
             if self._endpoint.sync is not None:
                 self._endpoint.sync.remember_chief(self._previous_chief)
             self._advertise(Phase.RUNNING)
-            return await self.signals.until_stopped(joiner.supervise())
+            return await self.signals.until_stopped(joiner.supervise(), first=lambda: self._say_stopped(joiner))
         except Stopped:
             code = await self.launcher.stop(self.config.stop_grace)
             return code if self.launcher.pid else 128 + (self.signals.signum or signal.SIGTERM)
@@ -217,6 +218,19 @@ class Node:
                 "Check that every node runs the same --job, --expect and --token-file and that "
                 "multicast (UDP 5353) passes between them, or give seeds with --peer"
             ) from None
+
+    async def _say_stopped(self, joiner: Joiner) -> None:
+        """A stop signal while the command ran: the coordinator hears from this node that
+        it was stopped (systemctl stop), rather than that its daemon was lost, and tells
+        the others so; a coordinator's own node tells its members the same way."""
+        session, name = joiner.session, signal.Signals(self.signals.signum or signal.SIGTERM).name
+        if session is None or joiner.state.phase is not MemberPhase.RELEASED:
+            return
+        try:
+            await asyncio.wait_for(session.finished(ROUND_FAILED, f"its daemon was stopped ({name})"),
+                                   self.config.timings.keepalive)
+        except (SessionLost, asyncio.TimeoutError, asyncio.InvalidStateError):
+            log.debug("could not tell the coordinator that this node stops")
 
     def _next_round(self, number: int) -> None:
         """A fresh launcher and the TF port held again, for the same advert."""

@@ -132,7 +132,9 @@ class JoinStreams:
             reader.cancel()
             if c.outboxes.get(peer.node_id) is outbox:
                 del c.outboxes[peer.node_id]
-                c.apply(rounds.leave(c.round, peer.node_id, time.monotonic()))
+                now = time.monotonic()
+                c.watchdog.notice_pause(now)
+                c.apply(rounds.leave(c.round, peer.node_id, now))
 
     async def _read_first(self, context: grpc.aio.ServicerContext, source: str) -> pb.PeerMessage:
         """The stream's first message, a join, within the handshake time."""

@@ -5,7 +5,8 @@ systemd) comes back with a new node id while its predecessors' adverts stay in e
 cache for many minutes. A new node id at an endpoint shadows the older ones there at once
 (they neither count nor are elected, and the new one is asked first); once the endpoint
 answers a Status as one node, every other node id there is superseded: dropped, and its
-adverts ignored from then on. A node id at this node's own endpoint is a predecessor of it.
+adverts ignored from then on. Where two hosts were given the same address and port, they
+look the same: what this node says while it waits names that endpoint (`describe_shared`).
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ class PeerView:
     departed: frozenset[str] = frozenset()  # said goodbye (node ids are new at every start)
     hints: frozenset[str] = frozenset()  # known only from a hint (see `hinted`)
     shadowed: frozenset[str] = frozenset()  # a newer node id was seen at its endpoint
-    superseded: frozenset[str] = frozenset()  # its endpoint answered as another node
+    superseded: Mapping[str, str] = field(default_factory=dict)  # node id -> its endpoint, which answered as another
 
     def apply(self, event: DiscoveryEvent) -> "PeerView":
         """The view after what discovery reported: the same view when it tells nothing new."""
@@ -101,8 +102,6 @@ class PeerView:
         if advert.job != self.me.job or advert.node_id == self.me.node_id or advert.node_id in self.superseded:
             return self
         heard = {advert.node_id}
-        if advert.peer.endpoint == self.me.peer.endpoint:  # a predecessor of this node
-            return replace(self._drop(advert.node_id, departed=False), superseded=self.superseded | heard)
         if self.others.get(advert.node_id) == advert:
             # The same advert again (a cache refresh) is no sign of life; from discovery, it
             # is no longer a mere hint.
@@ -171,7 +170,8 @@ class PeerView:
         if node_id not in self.others or claims.node_id == node_id:
             return self
         view = self._drop(node_id, departed=False)
-        return replace(view, superseded=view.superseded | {node_id}, shadowed=view.shadowed - {claims.node_id})
+        superseded = {**view.superseded, node_id: self.others[node_id].peer.endpoint}
+        return replace(view, superseded=superseded, shadowed=view.shadowed - {claims.node_id})
 
     def suspect(self, node_id: str, until: float) -> "PeerView":
         """Leave a peer that cannot be reached out of the election until `until`, or until
@@ -357,15 +357,33 @@ def describe_missing(view: PeerView) -> str:
     counted = sorted([me.peer, *(a.peer for a in view._counted)])
     left_out = sorted(a.peer for a in view._usable.values() if not view._trusted(a))
     missing = max(0, me.expect.min - len(counted))
-    addresses = [p.address for p in counted]
-    shared = sorted({a for a in addresses if addresses.count(a) > 1})
-    twins = "".join(f"; {shared_address(a, f'{addresses.count(a)} nodes')}" for a in shared)
+    twins = "".join(f"; {line}" for line in describe_shared(view))
     untrusted = (f"; left out, not holding this node's token: {describe_peers(left_out)}"
                  if left_out else "")
     return (
         f"saw {len(counted)} of {me.expect.describe()} peers of job {me.job!r}: "
         f"{describe_peers(counted)}{untrusted}; {missing} never appeared{twins}"
     )
+
+
+def describe_shared(view: PeerView) -> list[str]:
+    """What to say, while waiting and at the timeout, of an address that several nodes of
+    the view have: counted peers at one address, or an endpoint where a newer node id
+    superseded others (a daemon restarted there, or two hosts given the same address)."""
+    counted = [view.me.peer, *(a.peer for a in view._counted)]
+    addresses = [p.address for p in counted]
+    said = [shared_address(a, f"{addresses.count(a)} nodes")
+            for a in sorted({a for a in addresses if addresses.count(a) > 1})]
+    holders = {p.endpoint: p.node_id for p in counted}
+    for endpoint in sorted(set(view.superseded.values())):
+        older = sorted(n for n, e in view.superseded.items() if e == endpoint)
+        holder = holders.get(endpoint)
+        nodes = f"{', '.join(older)} before {holder}, which answers there" if holder else ", ".join(older)
+        said.append(
+            f"{endpoint} was advertised by {len(older) + (holder is not None)} nodes: {nodes}; a daemon "
+            "restarted there, or two hosts configured with the same address and port"
+        )
+    return said
 
 
 def _same_claims(confirmed: Optional[Advert], advert: Advert) -> bool:

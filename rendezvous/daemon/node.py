@@ -29,7 +29,7 @@ from ..core.round_state import ROUND_FAILED
 from ..core.seeds import parse_seeds
 from ..core.status import NodeStatus
 from ..core.tf_config import Membership
-from ..core.view import PeerView
+from ..core.view import PeerView, describe_shared
 from ..discovery import DiscoveryFactory
 from ..discovery.combined import discovery_factory
 from ..errors import JobFailed, RendezvousTimeout
@@ -110,8 +110,15 @@ class Node:
             gpus={a.node_id: a.gpus for a in view.adverts if a.gpus},
             progress=joiner.progress if joiner else None,
             rendezvous_seconds=self._rendezvous_seconds,
-            hint=self._presence.hint if self._phase is Phase.WAITING and not view.others else None,
+            hint=self._waiting_hint(view),
         )
+
+    def _waiting_hint(self, view: PeerView) -> Optional[str]:
+        """What the progress line adds while this node waits: why nobody may be seen, or an
+        address that several nodes have."""
+        if self._phase is not Phase.WAITING:
+            return None
+        return self._presence.hint if not view.others else "; ".join(describe_shared(view)) or None
 
     def _report(self) -> None:
         self.reporter.update(self.status())

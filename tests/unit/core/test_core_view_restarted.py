@@ -8,7 +8,7 @@ import ipaddress
 from rendezvous.core.advert import Advert, Phase
 from rendezvous.core.peer import Peer
 from rendezvous.core.size import Size
-from rendezvous.core.view import PeerView, describe_progress
+from rendezvous.core.view import PeerView, describe_progress, describe_shared
 
 ip = ipaddress.ip_address
 
@@ -47,7 +47,7 @@ def test_the_new_node_confirmed_supersedes_its_predecessors_for_good():
     view = PeerView(ME).seen(OLDER).seen(OLD).confirm(OLD).seen(NEW).confirm(NEW)
     assert view.target(0.0).peer == NEW.peer
     assert set(view.others) == {NEW.node_id}
-    assert view.superseded == {OLD.node_id, OLDER.node_id}
+    assert view.superseded == {OLD.node_id: "10.0.0.9:7000", OLDER.node_id: "10.0.0.9:7000"}
     # their adverts, refreshed from every cache, are ignored from now on
     assert view.seen(OLD) is view
     assert view.seen(OLD.with_phase(Phase.RUNNING, OLD.peer.endpoint)) is view
@@ -65,7 +65,7 @@ def test_confirming_a_node_supersedes_the_others_at_its_endpoint_even_unshadowed
 
 def test_an_endpoint_answering_as_another_node_supersedes_the_one_asked_about():
     view = confirmed(OLD).answered_as(OLD.node_id, NEW.with_phase(Phase.WAITING))
-    assert OLD.node_id not in view.others and view.superseded == {OLD.node_id}
+    assert OLD.node_id not in view.others and set(view.superseded) == {OLD.node_id}
     assert view.seen(OLD) is view
 
 
@@ -78,11 +78,29 @@ def test_a_forged_advert_at_a_live_nodes_endpoint_costs_one_status():
     assert view.target(0.0).peer == OLD.peer
 
 
-def test_adverts_at_this_nodes_own_endpoint_are_its_predecessors():
-    predecessor = advert("10.0.0.10", "eeeeeeee")
-    view = PeerView(ME).seen(predecessor)
-    assert view.others == {} and view.superseded == {predecessor.node_id}
+def test_a_node_at_this_nodes_own_endpoint_is_superseded_once_that_endpoint_answers():
+    # this node's predecessor (from seeds' gossip), or a host given the same address
+    other = advert("10.0.0.10", "eeeeeeee")
+    view = PeerView(ME).seen(other)
+    assert other in view.unconfirmed(0.0)
+    view = view.answered_as(other.node_id, ME)
+    assert view.others == {} and set(view.superseded) == {other.node_id}
     assert view.present(0.0) == [ME.peer]
+    assert describe_shared(view) == [
+        "10.0.0.10:7000 was advertised by 2 nodes: eeeeeeee before aaaaaaaa, which answers there; a daemon "
+        "restarted there, or two hosts configured with the same address and port"
+    ]
+
+
+def test_the_waiting_and_timeout_messages_name_an_endpoint_several_nodes_advertised():
+    view = PeerView(ME).seen(OLD).confirm(OLD).seen(NEW).confirm(NEW)
+    shared = describe_shared(view)
+    assert shared == [
+        "10.0.0.9:7000 was advertised by 2 nodes: bbbbbbbb before cccccccc, which answers there; a daemon "
+        "restarted there, or two hosts configured with the same address and port"
+    ]
+    assert view.missing_summary().endswith("1 never appeared; " + shared[0])
+    assert describe_shared(PeerView(ME).seen(HIGH).confirm(HIGH)) == []
 
 
 def test_the_progress_line_never_counts_a_predecessor():

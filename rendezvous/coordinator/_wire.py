@@ -237,6 +237,8 @@ def _member_to_pb(member: MemberView) -> pb.MemberStatus:
         command_uptime_seconds=member.uptime,  # None leaves it unset
         exit_code=member.exit_code,
         straggler=member.straggler,
+        heard_seconds_ago=member.heard_ago,  # None leaves it unset
+        silent=member.silent,
     )
     if member.progress is not None:
         message.progress.CopyFrom(progress_to_pb(member.progress))
@@ -253,6 +255,8 @@ def _member_from_pb(message: pb.MemberStatus, round: int) -> MemberView:
         exit_code=message.exit_code if message.HasField("exit_code") else None,
         progress=progress_from_pb(message.progress) if message.HasField("progress") else None,
         straggler=message.straggler,
+        heard_ago=message.heard_seconds_ago if message.HasField("heard_seconds_ago") else None,
+        silent=message.silent,
     )
 
 

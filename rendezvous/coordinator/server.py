@@ -150,7 +150,8 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
                 expect=state.expect, coordinator=target.peer, coordinating=False,
             )
         else:
-            view = jobs.job_view(state, self._c.board, me, time.monotonic())
+            silent_after = 2 * self._c.heartbeat_interval  # two heartbeats missed
+            view = jobs.job_view(state, self._c.board, me, time.monotonic(), silent_after)
         return _wire.job_view_to_pb(view, me.node_id)
 
     async def GetManifest(self, request: Optional[pb.ManifestRequest], context: grpc.aio.ServicerContext) -> pb.ManifestResponse:  # noqa: N802

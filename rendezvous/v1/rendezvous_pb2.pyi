@@ -304,7 +304,7 @@ class StatusResponse(_message.Message):
     def __init__(self_, header: _Optional[_Union[Header, _Mapping]] = ..., self: _Optional[_Union[Peer, _Mapping]] = ..., phase: _Optional[str] = ..., expect: _Optional[int] = ..., coordinator: _Optional[_Union[Peer, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., tf_config: _Optional[str] = ..., rank: _Optional[int] = ..., seen: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., trainer_pid: _Optional[int] = ..., trainer_uptime_seconds: _Optional[float] = ..., exit_code: _Optional[int] = ..., fingerprint: _Optional[_Union[Fingerprint, _Mapping]] = ..., tensorflow: _Optional[_Mapping[str, str]] = ..., gpus: _Optional[_Mapping[str, str]] = ..., preflight: _Optional[_Iterable[str]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., expect_min: _Optional[int] = ...) -> None: ...
 
 class MemberStatus(_message.Message):
-    __slots__ = ("peer", "rank", "phase", "command_uptime_seconds", "exit_code", "progress", "straggler")
+    __slots__ = ("peer", "rank", "phase", "command_uptime_seconds", "exit_code", "progress", "straggler", "heard_seconds_ago", "silent")
     PEER_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
@@ -312,6 +312,8 @@ class MemberStatus(_message.Message):
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     STRAGGLER_FIELD_NUMBER: _ClassVar[int]
+    HEARD_SECONDS_AGO_FIELD_NUMBER: _ClassVar[int]
+    SILENT_FIELD_NUMBER: _ClassVar[int]
     peer: Peer
     rank: int
     phase: str
@@ -319,7 +321,9 @@ class MemberStatus(_message.Message):
     exit_code: int
     progress: Progress
     straggler: bool
-    def __init__(self, peer: _Optional[_Union[Peer, _Mapping]] = ..., rank: _Optional[int] = ..., phase: _Optional[str] = ..., command_uptime_seconds: _Optional[float] = ..., exit_code: _Optional[int] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., straggler: _Optional[bool] = ...) -> None: ...
+    heard_seconds_ago: float
+    silent: bool
+    def __init__(self, peer: _Optional[_Union[Peer, _Mapping]] = ..., rank: _Optional[int] = ..., phase: _Optional[str] = ..., command_uptime_seconds: _Optional[float] = ..., exit_code: _Optional[int] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., straggler: _Optional[bool] = ..., heard_seconds_ago: _Optional[float] = ..., silent: _Optional[bool] = ...) -> None: ...
 
 class JobStatusResponse(_message.Message):
     __slots__ = ("header", "coordinating", "coordinator", "phase", "expect", "restarts", "last_abort_reason", "members", "expect_min")

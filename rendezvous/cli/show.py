@@ -22,6 +22,7 @@ from ..core.peer import IPAddress
 from ..core.seeds import parse_seeds
 from ..core.status import NodeStatus, describe_status, printable, status_to_dict
 from ..errors import NoDaemonError
+from . import members
 
 log = logging.getLogger(__name__)
 
@@ -142,10 +143,9 @@ def show_job(job: str, address: Optional[str], interface: Optional[str], timeout
 
 async def _show_job(job: str, address: IPAddress, timeout: float, as_json: bool, watch: bool, out: IO[str],
                     interval: float = Timings.watch_interval) -> None:
-    view, endpoint = await fetch_job(job, address, timeout)
+    text, endpoint = await _job_or_members(job, address, timeout, as_json, watch)
     in_place = watch and out.isatty()
     while True:
-        text = render_job(view, as_json, watch)
         if in_place:
             out.write(CLEAR_SCREEN + text + "\n")
         else:
@@ -155,6 +155,24 @@ async def _show_job(job: str, address: IPAddress, timeout: float, as_json: bool,
             return
         await asyncio.sleep(interval)
         try:
-            view, endpoint = await fetch_job(job, address, timeout, endpoint)
+            text, endpoint = await _job_or_members(job, address, timeout, as_json, watch, endpoint)
         except NoDaemonError:  # the coordinator changed (a new round) or is gone: look again
-            view, endpoint = await fetch_job(job, address, timeout)
+            text, endpoint = await _job_or_members(job, address, timeout, as_json, watch)
+
+
+async def _job_or_members(job: str, address: IPAddress, timeout: float, as_json: bool, watch: bool,
+                          endpoint: Optional[str] = None) -> tuple[str, Optional[str]]:
+    """The job as its coordinator shows it, and the endpoint to ask next time; when the
+    coordinator does not answer, as its members show it (cli.members), and no endpoint."""
+    endpoint = endpoint or await _find_coordinator(job, address, timeout)
+    try:
+        view, endpoint = await fetch_job(job, address, timeout, endpoint)
+        return render_job(view, as_json, watch), endpoint
+    except NoDaemonError as exc:
+        failed = exc
+    adverts = await members.find_adverts(job, address, timeout)
+    statuses, silent = await members.ask_members(job, adverts, timeout)
+    if not statuses:
+        raise failed
+    note = members.unreachable_note(str(failed), silent)
+    return members.render_members(members.members_view(job, statuses, adverts), note, as_json, watch), None

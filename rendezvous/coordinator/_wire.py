@@ -173,6 +173,7 @@ def status_to_pb(status: NodeStatus) -> pb.StatusResponse:
         tensorflow=status.tensorflow,
         gpus=status.gpus,
         preflight=status.preflight,
+        ending=status.ending or "",
     )
     response.self.CopyFrom(peer_to_pb(status.node))
     if status.fingerprint is not None:
@@ -212,6 +213,7 @@ def status_from_pb(message: pb.StatusResponse) -> NodeStatus:
         gpus=dict(message.gpus),
         preflight=tuple(message.preflight),
         progress=progress_from_pb(message.progress) if message.HasField("progress") else None,
+        ending=printable(message.ending) or None,
     )
 
 

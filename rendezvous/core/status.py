@@ -47,6 +47,8 @@ class NodeStatus:
     rendezvous_seconds: Optional[float] = None  # from the round's start to the release
     # Why nothing is seen, and what to do, once waiting alone has lasted (core.seeds).
     hint: Optional[str] = None
+    # Why the round ended, while this node stops its command before the next round.
+    ending: Optional[str] = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "seen", tuple(sorted(self.seen)))
@@ -101,6 +103,8 @@ def status_line(status: NodeStatus) -> str:
     """One short line for systemd's STATUS=: `waiting for peers 1/2`, `round 1, worker 1 of
     2 training`, with progress `round 1, worker 0 of 4, epoch 12/60, loss 0.84, 2,310 img/s`;
     from round 2 on, waiting says its round too."""
+    if status.ending:
+        return f"round {status.round}, aborting: {status.ending}"
     if status.phase is Phase.WAITING or status.rank is None:
         waiting = f"waiting for peers {status.expect.progress(len(status.seen) or 1)}"
         return waiting if status.round == 1 else f"round {status.round}, {waiting}"
@@ -141,6 +145,8 @@ def format_duration(seconds: float) -> str:
 
 
 def _phase_text(status: NodeStatus) -> str:
+    if status.ending:
+        return f"aborting, stopping the command: {status.ending}"
     if status.phase is Phase.WAITING or status.rank is None:
         return f"{status.phase.value}: {len(status.seen) or 1} of {status.expect.describe()} peers seen"
     if status.phase is Phase.FINISHED and status.exit_code is not None:
@@ -226,6 +232,7 @@ def status_to_dict(status: NodeStatus) -> dict[str, Any]:
         "environment": fingerprint_to_dict(status.fingerprint) if status.fingerprint else None,
         "preflight": list(status.preflight),
         "progress": progress_to_dict(status.progress) if status.progress else None,
+        "ending": status.ending,
     }
 
 

@@ -77,6 +77,7 @@ class Node:
         self._membership: Optional[Membership] = None
         self._joiner: Optional[Joiner] = None
         self._stopping_reported = False
+        self._ending: Optional[str] = None  # why the round ended, while its command stops
         self._rendezvous_seconds: Optional[float] = None
         # The chief of the last round whose commands started: its --sync-dir is the real one.
         self._previous_chief: Optional[PreviousChief] = None
@@ -111,6 +112,7 @@ class Node:
             progress=joiner.progress if joiner else None,
             rendezvous_seconds=self._rendezvous_seconds,
             hint=self._waiting_hint(view),
+            ending=self._ending,
         )
 
     def _waiting_hint(self, view: PeerView) -> Optional[str]:
@@ -179,7 +181,8 @@ class Node:
             end = await self._round(joiner)
             if isinstance(end, int):
                 return end
-            self._report()  # the preflight may have refused the round
+            self._ending = None if end.completed else end.reason
+            self._report()  # the preflight may have refused the round; an abort shows as such
             await self.launcher.stop(self.config.stop_grace if end.completed else self.config.abort_grace)
             await joiner.close()
             played = joiner.state.round or number
@@ -243,6 +246,7 @@ class Node:
         """A fresh launcher and the TF port held again, for the same advert."""
         self.launcher = self._make_launcher()
         self._membership = None
+        self._ending = None
         self._endpoint.hold_tf_port()
         self._enter(Phase.WAITING)
         self._advertise(Phase.WAITING, number)

@@ -66,7 +66,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         keys: Optional[Keys] = None,
         files: Optional[FileSource] = None,
         exchange: Optional[Callable[[Gossip], Optional[Gossip]]] = None,
-        hint: Optional[Callable[[Advert], None]] = None,
+        hint: Optional[Callable[[Advert, bool], None]] = None,
         job_round: Optional[Callable[[], int]] = None,
     ) -> None:
         self._keys = keys
@@ -119,18 +119,24 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         signer = _auth.Signer(None)
         if request is None:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "not a StatusRequest")
+        signed = False
         if request.header.auth.scheme:
             try:
                 signer = _auth.open_request(self._keys, request)
+                signed = True
             except AuthError as exc:
                 await self._guard.refuse(context, source_of(context), str(exc))
         if request.HasField("caller"):
-            self._take_hint(request.caller, context)
+            # As good as its own Status answer: signed with the job's token where the job
+            # has one, and from the address it claims (a forged advert's address has nobody
+            # behind it to call from).
+            self._take_hint(request.caller, context, vouched=signed or self._keys is None)
         return signer.seal(_wire.status_to_pb(self._status()))
 
-    def _take_hint(self, record: pb.AdvertRecord, context: grpc.aio.ServicerContext) -> None:
+    def _take_hint(self, record: pb.AdvertRecord, context: grpc.aio.ServicerContext, vouched: bool) -> None:
         """The advert of a peer that asks this node's Status: passed on if it is of this
-        job and comes from the address it claims."""
+        job and comes from the address it claims, `vouched` for when the request proves it
+        as a Status answer would (core.view.Hinted)."""
         advert = _wire.advert_from_pb(record)
         if self._hint is None or advert is None or advert.job != self.round.job or advert.node_id == self._c.me.node_id:
             return
@@ -138,7 +144,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         if problem is not None:
             log.debug("ignoring the advert sent with a Status request: %s", problem)
             return
-        self._hint(advert)
+        self._hint(advert, vouched)
 
     async def JobStatus(self, request: pb.StatusRequest, context: grpc.aio.ServicerContext) -> pb.JobStatusResponse:  # noqa: N802
         me, state = self._c.me, self._c.round

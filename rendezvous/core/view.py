@@ -38,9 +38,14 @@ class Gone:
 
 @record
 class Hinted:
-    """An advert a peer sent with its Status request (`PeerView.hinted`)."""
+    """An advert a peer sent with its Status request (`PeerView.hinted`). `vouched`: the
+    request proves it as the peer's own Status answer would (signed with the job's token
+    where there is one, from the address it claims), so it confirms the advert too: a node
+    that starts late among hundreds of forged adverts below its coordinator's address has
+    its coordinator confirmed by the coordinator's own request, not after asking them all."""
 
     advert: Advert
+    vouched: bool = False
 
 
 DiscoveryEvent = Union[Seen, Gone, Hinted]
@@ -95,7 +100,8 @@ class PeerView:
             return self.gone(event.node_id)
         if isinstance(event, Seen):
             return self.seen(event.advert)
-        return self.hinted(event.advert)
+        view = self.hinted(event.advert)
+        return view.confirm(event.advert) if event.vouched else view
 
     def seen(self, advert: Advert) -> "PeerView":
         """Add or update a discovered advert. Other jobs are not part of the view."""

@@ -93,6 +93,7 @@ class PeerView:
     hints: frozenset[str] = frozenset()  # known only from a hint (see `hinted`)
     shadowed: frozenset[str] = frozenset()  # a newer node id was seen at its endpoint
     superseded: Mapping[str, str] = field(default_factory=dict)  # node id -> its endpoint, which answered as another
+    missed: frozenset[str] = frozenset()  # confirmed hints whose last Status went unanswered
 
     def apply(self, event: DiscoveryEvent) -> "PeerView":
         """The view after what discovery reported: the same view when it tells nothing new."""
@@ -136,9 +137,14 @@ class PeerView:
 
     def unanswered(self, node_id: str) -> "PeerView":
         """A node did not answer its Status: one known only from a hint is dropped, as no
-        goodbye or expiry from discovery, which never heard of it, would ever drop it. A
-        later hint may bring it back."""
-        return self._drop(node_id, departed=False) if node_id in self.hints else self
+        goodbye or expiry from discovery, which never heard of it, would ever drop it; one
+        confirmed before only at its second silence in a row (a node busy with a flood of
+        forged adverts answers late). A later hint may bring it back."""
+        if node_id not in self.hints:
+            return self
+        if node_id in self.confirmed and node_id not in self.missed:
+            return replace(self, missed=self.missed | {node_id})
+        return self._drop(node_id, departed=False)
 
     @cached_property
     def family(self) -> Family:
@@ -167,7 +173,7 @@ class PeerView:
             self, others=_without(self.others, node_id), unreachable=_without(self.unreachable, node_id),
             confirmed=_without(self.confirmed, node_id), hints=self.hints - {node_id},
             departed=self.departed | {node_id} if departed else self.departed,
-            shadowed=self.shadowed - {node_id},
+            shadowed=self.shadowed - {node_id}, missed=self.missed - {node_id},
         )
 
     def answered_as(self, node_id: str, claims: Advert) -> "PeerView":
@@ -217,6 +223,7 @@ class PeerView:
         return replace(
             view, confirmed={**view.confirmed, claims.node_id: claims},
             unreachable=_without(view.unreachable, claims.node_id), shadowed=view.shadowed - {claims.node_id},
+            missed=view.missed - {claims.node_id},
         )
 
     def unconfirmed(self, now: float) -> list[Advert]:

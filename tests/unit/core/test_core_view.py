@@ -152,7 +152,11 @@ def test_a_node_known_only_from_a_hint_is_dropped_when_it_does_not_answer():
     assert hinted.unanswered("bbbbbbbb").others == {}
     assert hinted.unanswered("bbbbbbbb").hinted(LOW).others == {"bbbbbbbb": LOW}  # it may answer later
     confirmed = hinted.confirm(LOW)
-    assert confirmed.unconfirmed(0.0) == [] and confirmed.unanswered("bbbbbbbb").others == {}
+    assert confirmed.unconfirmed(0.0) == []
+    # confirmed once: a late answer is forgiven once, a second silence in a row drops it
+    assert confirmed.unanswered("bbbbbbbb").others == {"bbbbbbbb": LOW}
+    assert confirmed.unanswered("bbbbbbbb").unanswered("bbbbbbbb").others == {}
+    assert confirmed.unanswered("bbbbbbbb").confirm(LOW).unanswered("bbbbbbbb").others == {"bbbbbbbb": LOW}
     heard = confirmed.seen(LOW)  # discovery heard of it too: the same advert, no longer a hint
     assert heard.others == {"bbbbbbbb": LOW} and heard.unanswered("bbbbbbbb") is heard
     assert view(LOW).unanswered("bbbbbbbb").others == {"bbbbbbbb": LOW}

@@ -46,3 +46,10 @@ def test_a_plain_hint_confirms_nothing():
 def test_a_vouched_advert_of_a_node_not_yet_discovered_is_confirmed_too():
     view = PeerView(ME).apply(Hinted(COORDINATOR, vouched=True))
     assert view.target(0.0).peer == COORDINATOR.peer and COORDINATOR.node_id in view.hints
+
+
+def test_a_confirmed_node_known_only_from_a_hint_stays_when_it_once_does_not_answer():
+    view = PeerView(ME).apply(Hinted(COORDINATOR, vouched=True)).unanswered(COORDINATOR.node_id)
+    assert COORDINATOR.node_id in view.others
+    assert view.unanswered(COORDINATOR.node_id).others == {}
+    assert PeerView(ME).apply(Hinted(COORDINATOR)).unanswered(COORDINATOR.node_id).others == {}

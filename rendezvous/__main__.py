@@ -1,6 +1,7 @@
 """The `rendezvous` command (and `python -m rendezvous`), in a process of its own."""
 
 import gc
+import os
 import sys
 
 
@@ -23,6 +24,13 @@ def main() -> int:
     # command's start) and find almost nothing to free. So it is off while they are
     # imported; then they are frozen, never traversed again, and it runs as usual.
     gc.disable()
+    # gRPC's C core logs to stderr on its own, below our logging: a GOAWAY from a peer
+    # ("Got goaway ... ping_timeout") is an INFO line of it, and what it means reaches our
+    # log as the stream's end. Only its errors are printed; the variable is read when gRPC
+    # initialises, and taken away again so the command inherits the environment as it was.
+    quiet_grpc = "GRPC_VERBOSITY" not in os.environ
+    if quiet_grpc:
+        os.environ["GRPC_VERBOSITY"] = "ERROR"
     try:
         if joins and command:
             # Its first round's gate, forked now: a copy of this small, single-threaded
@@ -39,6 +47,10 @@ def main() -> int:
 
         if joins:
             from .daemon import node  # noqa: F401  imported by `join` anyway
+        if quiet_grpc:
+            import grpc  # noqa: F401  initialises its core, which reads GRPC_VERBOSITY
+
+            del os.environ["GRPC_VERBOSITY"]
     finally:
         gc.freeze()
         gc.enable()

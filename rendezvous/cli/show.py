@@ -23,6 +23,7 @@ from ..core.seeds import parse_seeds
 from ..core.status import NodeStatus, describe_status, printable, status_to_dict
 from ..core.auth import Keys
 from ..errors import ConfigError, NoDaemonError
+from . import members
 from .finding import Lookup, find_coordinator
 
 log = logging.getLogger(__name__)
@@ -157,10 +158,9 @@ def show_job(job: str, address: Optional[str], interface: Optional[str], timeout
 
 async def _show_job(job: str, address: IPAddress, timeout: float, as_json: bool, watch: bool, out: IO[str],
                     interval: float = Timings.watch_interval, lookup: Lookup = Lookup()) -> None:
-    view, endpoint = await fetch_job(job, address, timeout, lookup=lookup)
+    text, endpoint = await _job_or_members(job, address, timeout, as_json, watch, lookup=lookup)
     in_place = watch and out.isatty()
     while True:
-        text = render_job(view, as_json, watch)
         if in_place:
             out.write(CLEAR_SCREEN + text + "\n")
         else:
@@ -170,6 +170,24 @@ async def _show_job(job: str, address: IPAddress, timeout: float, as_json: bool,
             return
         await asyncio.sleep(interval)
         try:
-            view, endpoint = await fetch_job(job, address, timeout, endpoint, lookup)
+            text, endpoint = await _job_or_members(job, address, timeout, as_json, watch, endpoint, lookup)
         except NoDaemonError:  # the coordinator changed (a new round) or is gone: look again
-            view, endpoint = await fetch_job(job, address, timeout, lookup=lookup)
+            text, endpoint = await _job_or_members(job, address, timeout, as_json, watch, lookup=lookup)
+
+
+async def _job_or_members(job: str, address: IPAddress, timeout: float, as_json: bool, watch: bool,
+                          endpoint: Optional[str] = None, lookup: Lookup = Lookup()) -> tuple[str, Optional[str]]:
+    """The job as its coordinator shows it, and the endpoint to ask next time; when the
+    coordinator does not answer, as its members show it (cli.members), and no endpoint."""
+    endpoint = endpoint or await _find_coordinator(job, address, timeout, lookup)
+    try:
+        view, endpoint = await fetch_job(job, address, timeout, endpoint, lookup)
+        return render_job(view, as_json, watch), endpoint
+    except NoDaemonError as exc:
+        failed = exc
+    adverts = await members.find_adverts(job, address, timeout, lookup)
+    statuses, silent = await members.ask_members(job, adverts, timeout, lookup.keys)
+    if not statuses:
+        raise failed
+    note = members.unreachable_note(str(failed), silent)
+    return members.render_members(members.members_view(job, statuses, adverts), note, as_json, watch), None

@@ -137,7 +137,9 @@ class JoinStreams:
             reader.cancel()
             if c.outboxes.get(peer.node_id) is outbox:
                 del c.outboxes[peer.node_id]
-                c.apply(rounds.leave(c.round, peer.node_id, time.monotonic()))
+                now = time.monotonic()
+                c.watchdog.notice_pause(now)
+                c.apply(rounds.leave(c.round, peer.node_id, now))
 
     async def _read_first(self, context: grpc.aio.ServicerContext, source: str) -> pb.PeerMessage:
         """The stream's first message, a join, within the handshake time."""
@@ -219,7 +221,8 @@ class JoinStreams:
             c.apply(rounds.ready(c.round, peer.node_id, message.ready.cluster_digest, sync))
         elif kind == "finished":
             done = message.finished
-            log.info("%s finished with exit code %d %s", peer.describe(), done.exit_code, printable(done.reason))
+            log.info("%s finished with exit code %d%s", peer.describe(), done.exit_code,
+                     f" ({printable(done.reason)})" if done.reason else "")
             c.note(lambda board: jobs.finished(board, peer.node_id, done.exit_code, time.monotonic()))
             sync = _wire.sync_from_pb(done.sync)
             failure = _wire.optional_failure_from_pb(done)

@@ -40,6 +40,7 @@ class Watchdog:
     def __init__(self, coordination: Watched) -> None:
         self._c = coordination
         self._task: Optional[asyncio.Task] = None
+        self._looked = time.monotonic()  # the watch's last look at the round
 
     def start(self) -> None:
         if self._task is None or self._task.done():
@@ -49,20 +50,26 @@ class Watchdog:
         """Ends the round when a member goes silent; runs from the freeze to the round's
         end, while anyone is joined."""
         c = self._c
-        interval = c.heartbeat_interval
-        looked = time.monotonic()
+        self._looked = time.monotonic()
         while c.outboxes and c.round.running:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(c.heartbeat_interval)
             now = time.monotonic()
-            # From the last look, not from this sleep's start: a stop between the two is this
-            # node's too.
-            if rounds.paused(looked + interval, now, interval):
-                log.warning("this node did not run for %.1f s (starved of CPU or stopped): "
-                            "the members count as heard now", now - looked - interval)
-                c.round = rounds.resumed(c.round, now)
-            looked = now
+            self.notice_pause(now)
             c.apply(rounds.check_liveness(c.round, now, c.liveness, c.me.node_id))
             self._check_stragglers(now)
+
+    def notice_pause(self, now: float) -> None:
+        """Whether this node did not run since the last look (core.round.paused): counted
+        from the last look, not from a sleep's start, as a stop between the two is this
+        node's too. The Join streams ask too before a member's leaving counts: the streams
+        members closed while this node did not run may be read before the watch wakes."""
+        c, interval = self._c, self._c.heartbeat_interval
+        if self._task is not None and not self._task.done() and rounds.paused(self._looked + interval, now, interval):
+            paused_for = now - self._looked - interval
+            log.warning("this node did not run for %.1f s (starved of CPU or stopped): "
+                        "the members count as heard now", paused_for)
+            c.round = rounds.resumed(c.round, now, paused_for)
+        self._looked = now
 
     def _check_stragglers(self, now: float) -> None:
         c = self._c

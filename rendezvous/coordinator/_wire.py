@@ -184,6 +184,7 @@ def status_to_pb(status: NodeStatus) -> pb.StatusResponse:
         gpus=status.gpus,
         preflight=status.preflight,
         gpu_count=membership.gpus if membership else None,
+        ending=status.ending or "",
     )
     response.self.CopyFrom(peer_to_pb(status.node))
     if status.fingerprint is not None:
@@ -227,6 +228,7 @@ def status_from_pb(message: pb.StatusResponse) -> NodeStatus:
         preflight=tuple(message.preflight),
         progress=progress_from_pb(message.progress) if message.HasField("progress") else None,
         failure=optional_failure_from_pb(message),
+        ending=printable(message.ending) or None,
     )
 
 
@@ -274,6 +276,8 @@ def _member_to_pb(member: MemberView) -> pb.MemberStatus:
         command_uptime_seconds=member.uptime,  # None leaves it unset
         exit_code=member.exit_code,
         straggler=member.straggler,
+        heard_seconds_ago=member.heard_ago,  # None leaves it unset
+        silent=member.silent,
     )
     if member.progress is not None:
         message.progress.CopyFrom(progress_to_pb(member.progress))
@@ -290,6 +294,8 @@ def _member_from_pb(message: pb.MemberStatus, round: int) -> MemberView:
         exit_code=message.exit_code if message.HasField("exit_code") else None,
         progress=progress_from_pb(message.progress) if message.HasField("progress") else None,
         straggler=message.straggler,
+        heard_ago=message.heard_seconds_ago if message.HasField("heard_seconds_ago") else None,
+        silent=message.silent,
     )
 
 

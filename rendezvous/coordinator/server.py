@@ -67,7 +67,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         keys: Optional[Keys] = None,
         files: Optional[FileSource] = None,
         exchange: Optional[Callable[[Gossip], Optional[Gossip]]] = None,
-        hint: Optional[Callable[[Advert], None]] = None,
+        hint: Optional[Callable[[Advert, bool], None]] = None,
         job_round: Optional[Callable[[], int]] = None,
     ) -> None:
         self._keys = keys
@@ -128,12 +128,16 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         # With a token, an unsigned request learns only that the job needs one.
         signer = await open_signed(self._keys, self.round.job, self._guard, request, context)
         if request.HasField("caller"):
-            self._take_hint(request.caller, context)
+            # As good as its own Status answer: signed with the job's token where the job
+            # has one, and from the address it claims (a forged advert's address has nobody
+            # behind it to call from).
+            self._take_hint(request.caller, context, vouched=signer.active or self._keys is None)
         return signer.seal(_wire.status_to_pb(self._status()))
 
-    def _take_hint(self, record: pb.AdvertRecord, context: grpc.aio.ServicerContext) -> None:
+    def _take_hint(self, record: pb.AdvertRecord, context: grpc.aio.ServicerContext, vouched: bool) -> None:
         """The advert of a peer that asks this node's Status: passed on if it is of this
-        job and comes from the address it claims."""
+        job and comes from the address it claims, `vouched` for when the request proves it
+        as a Status answer would (core.view.Hinted)."""
         advert = _wire.advert_from_pb(record)
         if self._hint is None or advert is None or advert.job != self.round.job or advert.node_id == self._c.me.node_id:
             return
@@ -141,7 +145,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         if problem is not None:
             log.debug("ignoring the advert sent with a Status request: %s", problem)
             return
-        self._hint(advert)
+        self._hint(advert, vouched)
 
     async def JobStatus(self, request: Optional[pb.StatusRequest], context: grpc.aio.ServicerContext) -> pb.JobStatusResponse:  # noqa: N802
         if request is None:
@@ -155,7 +159,8 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
                 expect=state.expect, coordinator=target.peer, coordinating=False,
             )
         else:
-            view = jobs.job_view(state, self._c.board, me, time.monotonic())
+            silent_after = 2 * self._c.heartbeat_interval  # two heartbeats missed
+            view = jobs.job_view(state, self._c.board, me, time.monotonic(), silent_after)
         return signer.seal(_wire.job_view_to_pb(view, me.node_id))
 
     async def Stop(self, request: Optional[pb.StopRequest], context: grpc.aio.ServicerContext) -> pb.StopResponse:  # noqa: N802

@@ -10,7 +10,11 @@ its answer makes the others above it matter no more. One that has not answered w
 `hedge` seconds lets the next be asked too, so a node that is gone, or an advert forged for
 an unused address, holds the rest up no longer than that. While any advert would be
 elected, nothing else is asked: the others matter to a node that coordinates, which this
-one then probably is not.
+one then probably is not. Unless that one-at-a-time goes slowly: once an ask of it has gone
+unanswered for `hedge` seconds, the adverts above are asked beside it, keeping one place for
+it. Hundreds of adverts forged below every real node (each asked in turn until its call
+times out) would otherwise keep a coordinating node from ever asking its real peers, whose
+answers and whose own requests (StatusRequest.caller) are what lets each find the other.
 """
 
 from __future__ import annotations
@@ -45,13 +49,23 @@ def choose_asks(
     electable = [a for a in wanted if target is not None and a.peer < target]
     if not electable:
         return Asks(tuple(a for a in wanted if a.node_id not in asking)[: max(0, free)], None)
+    started = [asking[a.node_id] for a in electable if a.node_id in asking]
+    others = [a for a in wanted if a not in electable and a.node_id not in asking]
+    slow_at = min(started) + hedge if started and others else None  # when the one at a time counts as slow
+    extra = tuple(others[: max(0, free - 1)]) if slow_at is not None and slow_at <= now else ()
+    free -= len(extra)
+    later = slow_at if slow_at is not None and slow_at > now else None
     waiting = [a for a in electable if a.node_id not in asking]
     if not waiting:
-        return Asks((), None)  # an answer or a failure chooses again
-    started = [asking[a.node_id] for a in electable if a.node_id in asking]
+        return Asks(extra, later)  # an answer or a failure chooses again
     due = max(started) + hedge if started else now
     if due > now:
-        return Asks((), due)
+        return Asks(extra, _first(due, later))
     if free <= 0:
-        return Asks((), None)  # a finished ask chooses again
-    return Asks((waiting[0],), now + hedge if len(waiting) > 1 else None)
+        return Asks(extra, later)  # a finished ask chooses again
+    return Asks(extra + (waiting[0],), _first(now + hedge if len(waiting) > 1 else None, later))
+
+
+def _first(*times: Optional[float]) -> Optional[float]:
+    known = [t for t in times if t is not None]
+    return min(known) if known else None

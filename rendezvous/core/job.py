@@ -121,6 +121,11 @@ class MemberView:
     exit_code: Optional[int] = None
     progress: Optional[Progress] = None
     straggler: bool = False
+    # Seconds since the coordinator last heard from it (None: no heartbeats are due, as
+    # before the freeze, or it is the coordinator's own node), and whether that is longer
+    # than two heartbeats: it may be frozen or cut off, and its uptime stops there.
+    heard_ago: Optional[float] = None
+    silent: bool = False
 
 
 @record
@@ -154,8 +159,34 @@ def _uptime(board: Board, node_id: str, now: float) -> Optional[float]:
     return max(0.0, (end if end is not None else now) - board.released_at)
 
 
-def job_view(state: Round, board: Board, coordinator: Peer, now: float) -> JobView:
-    """The job as the coordinator holding `state` and `board` sees it at `now`."""
+def heard_of(
+    state: Round, node_id: str, now: float, silent_after: Optional[float], coordinator: str = "",
+) -> tuple[Optional[float], bool]:
+    """How long ago the coordinator holding `state` last heard from a member whose command
+    it watches (None where no heartbeat is due), and whether it went silent: not heard for
+    longer than `silent_after` (None: never silent). The member with the `coordinator`'s
+    node id shares its process and sends none."""
+    last = state.heard.get(node_id)
+    if not state.running or last is None or node_id == coordinator:
+        return None, False
+    ago = max(0.0, now - last)
+    return ago, silent_after is not None and ago > silent_after
+
+
+def _watched_view(
+    member: MemberView, state: Round, board: Board, now: float, silent_after: Optional[float], coordinator: str,
+) -> MemberView:
+    """A member's row with when it was last heard; a silent one's command counts as run
+    until then, not as running on."""
+    ago, silent = heard_of(state, member.peer.node_id, now, silent_after, coordinator)
+    if silent and ago is not None and board.record(member.peer.node_id).finished_at is None:
+        member = replace(member, uptime=_uptime(board, member.peer.node_id, now - ago))
+    return replace(member, heard_ago=ago, silent=silent)
+
+
+def job_view(state: Round, board: Board, coordinator: Peer, now: float, silent_after: Optional[float] = None) -> JobView:
+    """The job as the coordinator holding `state` and `board` sees it at `now`; members not
+    heard for `silent_after` seconds are marked silent."""
     members = state.membership.members if state.membership else state.joined
     board = for_round(board, state.number)
     rows = tuple(
@@ -171,6 +202,7 @@ def job_view(state: Round, board: Board, coordinator: Peer, now: float) -> JobVi
         )
         for rank, peer in enumerate(members)
     )
+    rows = tuple(_watched_view(m, state, board, now, silent_after, coordinator.node_id) for m in rows)
     return JobView(
         job=state.job, round=state.number, phase=state.phase.value, expect=state.expect,
         coordinator=coordinator, members=rows, restarts=state.number - 1, last_abort=board.last_abort,
@@ -195,7 +227,7 @@ def coordinator_endpoint(adverts: Iterable[Advert], job: str) -> Optional[str]:
 
 # -- showing it ------------------------------------------------------------------------------
 
-COLUMNS = ("RANK", "ADDRESS", "NODE", "PHASE", "ROUND", "UPTIME", "EXIT", "PROGRESS")
+COLUMNS = ("RANK", "ADDRESS", "NODE", "PHASE", "ROUND", "UPTIME", "HEARD", "EXIT", "PROGRESS")
 
 
 def _row(member: MemberView) -> tuple[str, ...]:
@@ -207,9 +239,17 @@ def _row(member: MemberView) -> tuple[str, ...]:
         member.phase.value,
         str(member.round),
         "-" if member.uptime is None else format_duration(member.uptime),
+        describe_heard(member),
         "-" if member.exit_code is None else str(member.exit_code),
         progress + (" [straggler]" if member.straggler else ""),
     )
+
+
+def describe_heard(member: MemberView) -> str:
+    """`0.4s ago`, `12.0s ago, silent`, or `-` where no heartbeat is due."""
+    if member.heard_ago is None:
+        return "-"
+    return f"{format_duration(member.heard_ago)} ago" + (", silent" if member.silent else "")
 
 
 def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:
@@ -258,6 +298,8 @@ def job_to_dict(view: JobView) -> dict[str, Any]:
                 "exit_code": m.exit_code,
                 "progress": progress_to_dict(m.progress) if m.progress else None,
                 "straggler": m.straggler,
+                "heard_seconds_ago": m.heard_ago,
+                "silent": m.silent,
             }
             for m in view.members
         ],

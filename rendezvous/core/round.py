@@ -165,6 +165,11 @@ def leave(state: Round, node_id: str, now: float) -> Step:
     peer = state.member(node_id)
     if peer is None or not _watched(state, node_id):
         return Step(state, Action.NOTHING)
+    if _gave_up_on_me(state, now):
+        return abort(
+            state, f"the coordinator did not run for {state.paused_for:.1f} s (frozen, stopped or starved "
+            f"of CPU), and {peer.describe()} gave up on it", final=state.phase is RoundPhase.FINAL_SYNC,
+        )
     if state.phase in (RoundPhase.FROZEN, RoundPhase.SYNCING):
         return abort(state, f"member {peer.describe()} left before the start{_twins(state, peer)}")
     return abort(
@@ -335,11 +340,19 @@ def paused(deadline: float, now: float, allowance: float) -> bool:
     return now - deadline > allowance
 
 
-def resumed(state: Round, now: float) -> Round:
-    """The coordinator ran again after a pause (`paused`): every member counts as heard
-    `now`, so that a member is judged by what it sends from here on, not by messages the
-    coordinator has not read yet."""
-    return replace(state, heard={node_id: max(last, now) for node_id, last in state.heard.items()})
+def resumed(state: Round, now: float, paused_for: float = 0.0) -> Round:
+    """The coordinator ran again after a pause (`paused`) of `paused_for` seconds: every
+    member counts as heard `now`, so that a member is judged by what it sends from here on,
+    not by messages the coordinator has not read yet; and a member that gave up on it
+    meanwhile is not blamed for the round (`leave`)."""
+    heard = {node_id: max(last, now) for node_id, last in state.heard.items()}
+    return replace(state, heard=heard, resumed_at=now, paused_for=paused_for)
+
+
+def _gave_up_on_me(state: Round, now: float) -> bool:
+    """Whether a stream that closed `now` is one a member closed while this coordinator did
+    not run: those arrive at once when it runs again, within as long as it did not."""
+    return state.paused_for > 0 and now - state.resumed_at <= state.paused_for
 
 
 def finished(

@@ -97,6 +97,9 @@ class Round:
     # last heard from.
     succeeded: frozenset[str] = field(default_factory=frozenset)
     heard: Mapping[str, float] = field(default_factory=dict)
+    # The coordinator's last pause (core.round.resumed): when it ran again, and how long not.
+    resumed_at: float = 0.0
+    paused_for: float = 0.0
     exit_code: int = ROUND_FAILED  # of an abort
     failure: Optional[Failure] = None  # the failed command that caused the abort, and why it failed
     final: bool = False  # an abort after which no round follows

@@ -51,6 +51,8 @@ class NodeStatus:
     hint: Optional[str] = None
     # The last command failure this node knows of: its own, or the one an abort reported.
     failure: Optional[Failure] = None
+    # Why the round ended, while this node stops its command before the next round.
+    ending: Optional[str] = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "seen", tuple(sorted(self.seen)))
@@ -113,6 +115,8 @@ def status_line(status: NodeStatus) -> str:
 
 
 def _doing(status: NodeStatus) -> str:
+    if status.ending:
+        return f"round {status.round}, aborting: {status.ending}"
     if status.phase is Phase.WAITING or status.rank is None:
         waiting = f"waiting for peers {status.expect.progress(len(status.seen) or 1)}"
         return waiting if status.round == 1 else f"round {status.round}, {waiting}"
@@ -153,6 +157,8 @@ def format_duration(seconds: float) -> str:
 
 
 def _phase_text(status: NodeStatus) -> str:
+    if status.ending:
+        return f"aborting, stopping the command: {status.ending}"
     if status.phase is Phase.WAITING or status.rank is None:
         return f"{status.phase.value}: {len(status.seen) or 1} of {status.expect.describe()} peers seen"
     if status.phase is Phase.FINISHED and status.exit_code is not None:
@@ -264,6 +270,7 @@ def status_to_dict(status: NodeStatus) -> dict[str, Any]:
         "devices": _used_devices(status),
         "progress": progress_to_dict(status.progress) if status.progress else None,
         "failure": failure_to_dict(status.failure) if status.failure else None,
+        "ending": status.ending,
     }
 
 

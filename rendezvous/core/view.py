@@ -1,4 +1,13 @@
-"""A peer's view of its job: who it has discovered, whom to join, what to report."""
+"""A peer's view of its job: who it has discovered, whom to join, what to report.
+
+One endpoint (address and port) holds one daemon: a daemon restarted there (kill -9, then
+systemd) comes back with a new node id while its predecessors' adverts stay in every mDNS
+cache for many minutes. A new node id at an endpoint shadows the older ones there at once
+(they neither count nor are elected, and the new one is asked first); once the endpoint
+answers a Status as one node, every other node id there is superseded: dropped, and its
+adverts ignored from then on. Where two hosts were given the same address and port, they
+look the same: what this node says while it waits names that endpoint (`describe_shared`).
+"""
 
 from __future__ import annotations
 
@@ -29,9 +38,14 @@ class Gone:
 
 @record
 class Hinted:
-    """An advert a peer sent with its Status request (`PeerView.hinted`)."""
+    """An advert a peer sent with its Status request (`PeerView.hinted`). `vouched`: the
+    request proves it as the peer's own Status answer would (signed with the job's token
+    where there is one, from the address it claims), so it confirms the advert too: a node
+    that starts late among hundreds of forged adverts below its coordinator's address has
+    its coordinator confirmed by the coordinator's own request, not after asking them all."""
 
     advert: Advert
+    vouched: bool = False
 
 
 DiscoveryEvent = Union[Seen, Gone, Hinted]
@@ -65,6 +79,9 @@ class PeerView:
 
     A job uses one IP family (`family`): nodes advertising the other one are kept, as they
     count in the choice of the family and may switch to it, but are no candidates.
+
+    A daemon restarted at its endpoint supersedes its predecessors there (`shadowed`,
+    `superseded`: see the module's doc).
     """
 
     me: Advert
@@ -74,6 +91,9 @@ class PeerView:
     confirmed: Mapping[str, Advert] = field(default_factory=dict)
     departed: frozenset[str] = frozenset()  # said goodbye (node ids are new at every start)
     hints: frozenset[str] = frozenset()  # known only from a hint (see `hinted`)
+    shadowed: frozenset[str] = frozenset()  # a newer node id was seen at its endpoint
+    superseded: Mapping[str, str] = field(default_factory=dict)  # node id -> its endpoint, which answered as another
+    missed: frozenset[str] = frozenset()  # confirmed hints whose last Status went unanswered
 
     def apply(self, event: DiscoveryEvent) -> "PeerView":
         """The view after what discovery reported: the same view when it tells nothing new."""
@@ -81,23 +101,26 @@ class PeerView:
             return self.gone(event.node_id)
         if isinstance(event, Seen):
             return self.seen(event.advert)
-        return self.hinted(event.advert)
+        view = self.hinted(event.advert)
+        return view.confirm(event.advert) if event.vouched else view
 
     def seen(self, advert: Advert) -> "PeerView":
         """Add or update a discovered advert. Other jobs are not part of the view."""
-        if advert.job != self.me.job or advert.node_id == self.me.node_id:
+        if advert.job != self.me.job or advert.node_id == self.me.node_id or advert.node_id in self.superseded:
             return self
         heard = {advert.node_id}
         if self.others.get(advert.node_id) == advert:
             # The same advert again (a cache refresh) is no sign of life; from discovery, it
             # is no longer a mere hint.
             return replace(self, hints=self.hints - heard) if self.hints & heard else self
+        older = set() if advert.node_id in self.others else _at(self.others, advert.peer.endpoint)
         return replace(
             self,
             others={**self.others, advert.node_id: advert},
             unreachable=_without(self.unreachable, advert.node_id),
             departed=self.departed - heard,
             hints=self.hints - heard,
+            shadowed=(self.shadowed - heard) | older,
         )
 
     def hinted(self, advert: Advert) -> "PeerView":
@@ -114,9 +137,14 @@ class PeerView:
 
     def unanswered(self, node_id: str) -> "PeerView":
         """A node did not answer its Status: one known only from a hint is dropped, as no
-        goodbye or expiry from discovery, which never heard of it, would ever drop it. A
-        later hint may bring it back."""
-        return self._drop(node_id, departed=False) if node_id in self.hints else self
+        goodbye or expiry from discovery, which never heard of it, would ever drop it; one
+        confirmed before only at its second silence in a row (a node busy with a flood of
+        forged adverts answers late). A later hint may bring it back."""
+        if node_id not in self.hints:
+            return self
+        if node_id in self.confirmed and node_id not in self.missed:
+            return replace(self, missed=self.missed | {node_id})
+        return self._drop(node_id, departed=False)
 
     @cached_property
     def family(self) -> Family:
@@ -131,7 +159,7 @@ class PeerView:
         when a dual-stack node advertises the other one (it may have switched back since,
         and its new announcement been lost). Only these can be candidates."""
         version = self.me.peer.address.version
-        found = ((node_id, a.using(version)) for node_id, a in self.others.items())
+        found = ((a.node_id, a.using(version)) for a in self._current)
         return {node_id: a for node_id, a in found if a is not None}
 
     def gone(self, node_id: str) -> "PeerView":
@@ -145,7 +173,17 @@ class PeerView:
             self, others=_without(self.others, node_id), unreachable=_without(self.unreachable, node_id),
             confirmed=_without(self.confirmed, node_id), hints=self.hints - {node_id},
             departed=self.departed | {node_id} if departed else self.departed,
+            shadowed=self.shadowed - {node_id}, missed=self.missed - {node_id},
         )
+
+    def answered_as(self, node_id: str, claims: Advert) -> "PeerView":
+        """`node_id`'s endpoint answered a Status as another node of this job (`claims`):
+        `node_id` is gone (or was forged) and superseded; `claims` is no longer shadowed."""
+        if node_id not in self.others or claims.node_id == node_id:
+            return self
+        view = self._drop(node_id, departed=False)
+        superseded = {**view.superseded, node_id: self.others[node_id].peer.endpoint}
+        return replace(view, superseded=superseded, shadowed=view.shadowed - {claims.node_id})
 
     def suspect(self, node_id: str, until: float) -> "PeerView":
         """Leave a peer that cannot be reached out of the election until `until`, or until
@@ -179,9 +217,13 @@ class PeerView:
         longer suspected."""
         if claims.node_id not in self.others:
             return self
+        view = self
+        for older in _at(self.others, claims.peer.endpoint) - {claims.node_id}:
+            view = view.answered_as(older, claims)
         return replace(
-            self, confirmed={**self.confirmed, claims.node_id: claims},
-            unreachable=_without(self.unreachable, claims.node_id),
+            view, confirmed={**view.confirmed, claims.node_id: claims},
+            unreachable=_without(view.unreachable, claims.node_id), shadowed=view.shadowed - {claims.node_id},
+            missed=view.missed - {claims.node_id},
         )
 
     def unconfirmed(self, now: float) -> list[Advert]:
@@ -214,6 +256,11 @@ class PeerView:
 
     # A view never changes (changes make a new one), so what it derives is kept: a node
     # asks its view many times per change, and a job may have dozens of nodes.
+
+    @cached_property
+    def _current(self) -> list[Advert]:
+        """The other nodes' adverts but those a newer node id at their endpoint shadows."""
+        return [a for node_id, a in self.others.items() if node_id not in self.shadowed]
 
     @cached_property
     def _counted(self) -> list[Advert]:
@@ -297,7 +344,7 @@ class PeerView:
         ]
         if frozen:
             suspected = {
-                a.peer.endpoint for a in self.others.values()
+                a.peer.endpoint for a in self._current
                 if self.is_suspected(a.node_id, now) or not self._trusted(a)
             }
             frozen = sorted((a for a in frozen if a.coordinator not in suspected), key=lambda a: a.peer)
@@ -309,24 +356,47 @@ class PeerView:
         return Target(coordinator.endpoint, coordinator)
 
     def suspected(self, now: float) -> list[Peer]:
-        return sorted(a.peer for a in self.others.values() if self.is_suspected(a.node_id, now))
+        return sorted(a.peer for a in self._current if self.is_suspected(a.node_id, now))
 
     def missing_summary(self) -> str:
-        """For the timeout message: who was seen and counts, who was seen but left out (it
-        failed authentication, or has no token where this node has one), and how many
-        never appeared."""
-        counted = sorted([self.me.peer, *(a.peer for a in self._counted)])
-        left_out = sorted(a.peer for a in self._usable.values() if not self._trusted(a))
-        missing = max(0, self.me.expect.min - len(counted))
-        addresses = [p.address for p in counted]
-        shared = sorted({a for a in addresses if addresses.count(a) > 1})
-        twins = "".join(f"; {shared_address(a, f'{addresses.count(a)} nodes')}" for a in shared)
-        untrusted = (f"; left out, not holding this node's token: {describe_peers(left_out)}"
-                     if left_out else "")
-        return (
-            f"saw {len(counted)} of {self.me.expect.describe()} peers of job {self.me.job!r}: "
-            f"{describe_peers(counted)}{untrusted}; {missing} never appeared{twins}"
+        return describe_missing(self)
+
+
+def describe_missing(view: PeerView) -> str:
+    """For the timeout message: who was seen and counts, who was seen but left out (it
+    failed authentication, or has no token where this node has one), and how many never
+    appeared."""
+    me = view.me
+    counted = sorted([me.peer, *(a.peer for a in view._counted)])
+    left_out = sorted(a.peer for a in view._usable.values() if not view._trusted(a))
+    missing = max(0, me.expect.min - len(counted))
+    twins = "".join(f"; {line}" for line in describe_shared(view))
+    untrusted = (f"; left out, not holding this node's token: {describe_peers(left_out)}"
+                 if left_out else "")
+    return (
+        f"saw {len(counted)} of {me.expect.describe()} peers of job {me.job!r}: "
+        f"{describe_peers(counted)}{untrusted}; {missing} never appeared{twins}"
+    )
+
+
+def describe_shared(view: PeerView) -> list[str]:
+    """What to say, while waiting and at the timeout, of an address that several nodes of
+    the view have: counted peers at one address, or an endpoint where a newer node id
+    superseded others (a daemon restarted there, or two hosts given the same address)."""
+    counted = [view.me.peer, *(a.peer for a in view._counted)]
+    addresses = [p.address for p in counted]
+    said = [shared_address(a, f"{addresses.count(a)} nodes")
+            for a in sorted({a for a in addresses if addresses.count(a) > 1})]
+    holders = {p.endpoint: p.node_id for p in counted}
+    for endpoint in sorted(set(view.superseded.values())):
+        older = sorted(n for n, e in view.superseded.items() if e == endpoint)
+        holder = holders.get(endpoint)
+        nodes = f"{', '.join(older)} before {holder}, which answers there" if holder else ", ".join(older)
+        said.append(
+            f"{endpoint} was advertised by {len(older) + (holder is not None)} nodes: {nodes}; a daemon "
+            "restarted there, or two hosts configured with the same address and port"
         )
+    return said
 
 
 def _same_claims(confirmed: Optional[Advert], advert: Advert) -> bool:
@@ -337,6 +407,11 @@ def _same_claims(confirmed: Optional[Advert], advert: Advert) -> bool:
         return (a.peer, a.expect, a.round, a.coordinator if frozen else None)
 
     return confirmed is not None and claims(confirmed) == claims(advert)
+
+
+def _at(adverts: Mapping[str, Advert], endpoint: str) -> set[str]:
+    """The node ids advertised at `endpoint`."""
+    return {node_id for node_id, a in adverts.items() if a.peer.endpoint == endpoint}
 
 
 def _without(mapping: Mapping[str, T], key: str) -> dict[str, T]:

@@ -130,6 +130,9 @@ class Confirmer:
             if node_id in view.unreachable:
                 log.info("%s answers again: it is a candidate again", advert.peer.describe())
             self._views.update(self._views.view.confirm(status.as_advert(auth=advert.auth)))
+        elif status.job == view.me.job and status.node.node_id != node_id:
+            log.info("%s answers as %s: %s no longer runs there", advert.peer.endpoint, status.node.node_id, node_id)
+            self._views.update(self._views.view.answered_as(node_id, status.as_advert(auth=advert.auth)))
         else:
             log.debug("%s answers as %s of job %r", advert.peer.endpoint, status.node.describe(), status.job)
 

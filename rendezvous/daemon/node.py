@@ -22,16 +22,17 @@ from pathlib import Path
 from typing import Callable, NoReturn, Optional, Union
 
 from ..config.join import JoinConfig, discovery_mode
-from ..coordinator import JoinSession
+from ..coordinator import JoinSession, SessionLost
 from ..core.advert import Phase
 from ..core.failure import Failure
 from ..core.manifest import PreviousChief
-from ..core.member import RoundEnd, is_last_round
+from ..core.member import MemberPhase, RoundEnd, is_last_round
+from ..core.round_state import ROUND_FAILED
 from ..core.seeds import parse_seeds
 from ..core.status import NodeStatus
 from ..core.stopping import StopOrder
 from ..core.tf_config import Membership
-from ..core.view import PeerView
+from ..core.view import PeerView, describe_shared
 from ..discovery import DiscoveryFactory
 from ..discovery.combined import discovery_factory
 from ..errors import JobFailed, JobStopped, RendezvousTimeout
@@ -82,6 +83,7 @@ class Node:
         self._membership: Optional[Membership] = None
         self._joiner: Optional[Joiner] = None
         self._stopping_reported = False
+        self._ending: Optional[str] = None  # why the round ended, while its command stops
         self._rendezvous_seconds: Optional[float] = None
         self._failure: Optional[Failure] = None  # the last command failure heard of, of a round before
         # The chief of the last round whose commands started: its --sync-dir is the real one.
@@ -116,9 +118,17 @@ class Node:
             gpus={a.node_id: a.gpus for a in view.adverts if a.gpus},
             progress=joiner.progress if joiner else None,
             rendezvous_seconds=self._rendezvous_seconds,
-            hint=self._presence.hint if self._phase is Phase.WAITING and not view.others else None,
+            hint=self._waiting_hint(view),
             failure=(joiner.failure if joiner else None) or self._failure,
+            ending=self._ending,
         )
+
+    def _waiting_hint(self, view: PeerView) -> Optional[str]:
+        """What the progress line adds while this node waits: why nobody may be seen, or an
+        address that several nodes have."""
+        if self._phase is not Phase.WAITING:
+            return None
+        return self._presence.hint if not view.others else "; ".join(describe_shared(view)) or None
 
     def _report(self) -> None:
         self.reporter.update(self.status())
@@ -182,7 +192,8 @@ class Node:
             if end.failure is not None and end.failure.node_id != self.node_id:  # its own is logged already
                 log_failure(end.failure)
             self._failure = joiner.failure or end.failure or self._failure
-            self._report()  # the preflight may have refused the round
+            self._ending = None if end.completed else end.reason
+            self._report()  # the preflight may have refused the round; an abort shows as such
             if end.stop is not None:
                 await self._stopped(joiner, end.stop)
             await self.launcher.stop(self.config.stop_grace if end.completed else self.config.abort_grace)
@@ -236,7 +247,7 @@ class Node:
             if self._endpoint.sync is not None:
                 self._endpoint.sync.remember_chief(self._previous_chief)
             self._advertise(Phase.RUNNING)
-            return await self.signals.until_stopped(joiner.supervise())
+            return await self.signals.until_stopped(joiner.supervise(), first=lambda: self._say_stopped(joiner))
         except Stopped:
             code = await self.launcher.stop(self.config.stop_grace)
             return code if self.launcher.pid else 128 + (self.signals.signum or signal.SIGTERM)
@@ -247,10 +258,24 @@ class Node:
                 "multicast (UDP 5353) passes between them, or give seeds with --peer"
             ) from None
 
+    async def _say_stopped(self, joiner: Joiner) -> None:
+        """A stop signal while the command ran: the coordinator hears from this node that
+        it was stopped (systemctl stop), rather than that its daemon was lost, and tells
+        the others so; a coordinator's own node tells its members the same way."""
+        session, name = joiner.session, signal.Signals(self.signals.signum or signal.SIGTERM).name
+        if session is None or joiner.state.phase is not MemberPhase.RELEASED:
+            return
+        try:
+            await asyncio.wait_for(session.finished(ROUND_FAILED, f"its daemon was stopped ({name})"),
+                                   self.config.timings.keepalive)
+        except (SessionLost, asyncio.TimeoutError, asyncio.InvalidStateError):
+            log.debug("could not tell the coordinator that this node stops")
+
     def _next_round(self, number: int) -> None:
         """A fresh launcher and the TF port held again, for the same advert."""
         self.launcher = self._make_launcher()
         self._membership = None
+        self._ending = None
         self._endpoint.hold_tf_port()
         self._enter(Phase.WAITING)
         self._advertise(Phase.WAITING, number)

@@ -222,7 +222,7 @@ def coordinator_service(
     return CoordinatorService(
         me, config.job, config.expect, target, status, config.timings, liveness_timeout=config.liveness_timeout,
         policy=job_policy(config), settle=config.settle, keys=keys, files=FileSource(sync) if sync else None,
-        exchange=discovery.exchange, hint=lambda advert: deliver(on_discovery, Hinted(advert)),
+        exchange=discovery.exchange, hint=lambda advert, vouched: deliver(on_discovery, Hinted(advert, vouched)),
         job_round=lambda: max(status().round, views.view.latest_round),
     )
 

@@ -56,9 +56,11 @@ class StopSignals:
 
     async def until_stopped(
         self, awaitable: Awaitable[T], timeout: Optional[float] = None, waiting: Callable[[], bool] = lambda: True,
+        first: Optional[Callable[[], Awaitable[None]]] = None,
     ) -> T:
         """Await `awaitable` unless a stop signal comes first (Stopped), or the timeout while
-        `waiting()` still holds at its end (TimedOut)."""
+        `waiting()` still holds at its end (TimedOut). At a stop signal, `first` is awaited
+        before `awaitable` is cancelled (cancelling a gRPC read cancels its whole stream)."""
         work = asyncio.ensure_future(awaitable)
         stop = asyncio.ensure_future(self._stopping.wait())
         try:
@@ -69,6 +71,8 @@ class StopSignals:
             stop.cancel()
         if work in done:
             return work.result()
+        if stop in done and first is not None:
+            await first()
         work.cancel()
         await asyncio.gather(work, return_exceptions=True)
         if stop in done:

@@ -302,7 +302,7 @@ class StatusRequest(_message.Message):
     def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., caller: _Optional[_Union[AdvertRecord, _Mapping]] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("header", "self", "phase", "expect", "coordinator", "members", "tf_config", "rank", "seen", "trainer_pid", "trainer_uptime_seconds", "exit_code", "fingerprint", "tensorflow", "gpus", "preflight", "progress", "expect_min", "gpu_count", "failure")
+    __slots__ = ("header", "self", "phase", "expect", "coordinator", "members", "tf_config", "rank", "seen", "trainer_pid", "trainer_uptime_seconds", "exit_code", "fingerprint", "tensorflow", "gpus", "preflight", "progress", "expect_min", "gpu_count", "failure", "ending")
     class TensorflowEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -337,6 +337,7 @@ class StatusResponse(_message.Message):
     EXPECT_MIN_FIELD_NUMBER: _ClassVar[int]
     GPU_COUNT_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
+    ENDING_FIELD_NUMBER: _ClassVar[int]
     header: Header
     self: Peer
     phase: str
@@ -357,10 +358,11 @@ class StatusResponse(_message.Message):
     expect_min: int
     gpu_count: int
     failure: CommandFailure
-    def __init__(self_, header: _Optional[_Union[Header, _Mapping]] = ..., self: _Optional[_Union[Peer, _Mapping]] = ..., phase: _Optional[str] = ..., expect: _Optional[int] = ..., coordinator: _Optional[_Union[Peer, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., tf_config: _Optional[str] = ..., rank: _Optional[int] = ..., seen: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., trainer_pid: _Optional[int] = ..., trainer_uptime_seconds: _Optional[float] = ..., exit_code: _Optional[int] = ..., fingerprint: _Optional[_Union[Fingerprint, _Mapping]] = ..., tensorflow: _Optional[_Mapping[str, str]] = ..., gpus: _Optional[_Mapping[str, str]] = ..., preflight: _Optional[_Iterable[str]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., expect_min: _Optional[int] = ..., gpu_count: _Optional[int] = ..., failure: _Optional[_Union[CommandFailure, _Mapping]] = ...) -> None: ...
+    ending: str
+    def __init__(self_, header: _Optional[_Union[Header, _Mapping]] = ..., self: _Optional[_Union[Peer, _Mapping]] = ..., phase: _Optional[str] = ..., expect: _Optional[int] = ..., coordinator: _Optional[_Union[Peer, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., tf_config: _Optional[str] = ..., rank: _Optional[int] = ..., seen: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., trainer_pid: _Optional[int] = ..., trainer_uptime_seconds: _Optional[float] = ..., exit_code: _Optional[int] = ..., fingerprint: _Optional[_Union[Fingerprint, _Mapping]] = ..., tensorflow: _Optional[_Mapping[str, str]] = ..., gpus: _Optional[_Mapping[str, str]] = ..., preflight: _Optional[_Iterable[str]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., expect_min: _Optional[int] = ..., gpu_count: _Optional[int] = ..., failure: _Optional[_Union[CommandFailure, _Mapping]] = ..., ending: _Optional[str] = ...) -> None: ...
 
 class MemberStatus(_message.Message):
-    __slots__ = ("peer", "rank", "phase", "command_uptime_seconds", "exit_code", "progress", "straggler")
+    __slots__ = ("peer", "rank", "phase", "command_uptime_seconds", "exit_code", "progress", "straggler", "heard_seconds_ago", "silent")
     PEER_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
@@ -368,6 +370,8 @@ class MemberStatus(_message.Message):
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     STRAGGLER_FIELD_NUMBER: _ClassVar[int]
+    HEARD_SECONDS_AGO_FIELD_NUMBER: _ClassVar[int]
+    SILENT_FIELD_NUMBER: _ClassVar[int]
     peer: Peer
     rank: int
     phase: str
@@ -375,7 +379,9 @@ class MemberStatus(_message.Message):
     exit_code: int
     progress: Progress
     straggler: bool
-    def __init__(self, peer: _Optional[_Union[Peer, _Mapping]] = ..., rank: _Optional[int] = ..., phase: _Optional[str] = ..., command_uptime_seconds: _Optional[float] = ..., exit_code: _Optional[int] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., straggler: _Optional[bool] = ...) -> None: ...
+    heard_seconds_ago: float
+    silent: bool
+    def __init__(self, peer: _Optional[_Union[Peer, _Mapping]] = ..., rank: _Optional[int] = ..., phase: _Optional[str] = ..., command_uptime_seconds: _Optional[float] = ..., exit_code: _Optional[int] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., straggler: _Optional[bool] = ..., heard_seconds_ago: _Optional[float] = ..., silent: _Optional[bool] = ...) -> None: ...
 
 class JobStatusResponse(_message.Message):
     __slots__ = ("header", "coordinating", "coordinator", "phase", "expect", "restarts", "last_abort_reason", "members", "expect_min", "last_failure")

@@ -2,7 +2,10 @@
 --expect 1, one claiming a running job whose coordinator does not exist, and ten valid ones
 at unused addresses lower than any host's.
 
-    forge_adverts.py JOB INTERFACE_ADDRESS
+    forge_adverts.py JOB INTERFACE_ADDRESS [COUNT [auth]]
+
+With COUNT, COUNT valid adverts at unused addresses 10.0.x.y instead (marked as wanting a
+token with `auth`), for a job of 3.
 """
 
 from __future__ import annotations
@@ -28,9 +31,15 @@ def forged(job: str, own_address: str) -> list[tuple[str, dict]]:
     return adverts
 
 
-async def main(job: str, own_address: str) -> None:
+def many(job: str, count: int, auth: bool) -> list[tuple[str, dict]]:
+    valid = {"v": "1", "job": job, "expect": "3", "port": "4000", "tfport": "4001", "phase": "waiting", "round": "1"}
+    return [(f"10.0.{i // 250}.{i % 250 + 1}", {**valid, **({"auth": "1"} if auth else {})}) for i in range(count)]
+
+
+async def main(job: str, own_address: str, count: str = "", auth: str = "") -> None:
     zc = AsyncZeroconf(interfaces=[own_address], ip_version=IPVersion.V4Only)
-    for address, props in forged(job, own_address):
+    adverts = many(job, int(count), auth == "auth") if count else forged(job, own_address)
+    for address, props in adverts:
         node = secrets.token_hex(6)
         info = AsyncServiceInfo(
             SERVICE_TYPE, f"{node}.{SERVICE_TYPE}", addresses=[socket.inet_aton(address)], port=4000,

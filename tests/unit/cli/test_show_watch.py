@@ -38,6 +38,11 @@ def views(*phases: str):
 def watch(monkeypatch, out: io.StringIO, interval: float = 0.001) -> str:
     """Three answers, the watch asking again every `interval`; what it printed."""
     monkeypatch.setattr(show, "fetch_job", views("gathering", "released", "released"))
+
+    async def found(job, address, seconds):
+        return "10.0.0.9:7000"
+
+    monkeypatch.setattr(show, "_find_coordinator", found)
     coro = show._show_job("j", ipaddress.ip_address("127.0.0.1"), 1.0, False, True, out, interval)
     with pytest.raises(Seen):
         asyncio.run(coro)

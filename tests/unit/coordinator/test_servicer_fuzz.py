@@ -61,7 +61,7 @@ class Server:
         service = CoordinatorService(
             me, JOB, Size.fixed(2), lambda: Target(me.endpoint, me), lambda: NodeStatus(node=me, job=JOB, expect=Size.fixed(2)),
             TIMINGS, liveness_timeout=5.0, policy=Policy(), settle=0.0, keys=self.keys,
-            exchange=lambda gossip: self.exchange(gossip), hint=lambda advert: self.hint(advert),
+            exchange=lambda gossip: self.exchange(gossip), hint=lambda advert, vouched: self.hint(advert),
         )
         self.server = server
         await serve(server, service, health.aio.HealthServicer())

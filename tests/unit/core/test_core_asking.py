@@ -52,7 +52,7 @@ def test_peers_that_would_be_elected_are_asked_one_at_a_time_lowest_first():
 def test_the_next_one_waits_for_the_hedge():
     asking = {BELOW[0].node_id: 9.9}
     assert choose(BELOW + ABOVE, asking=asking) == Asks((), 9.9 + HEDGE)
-    later = choose(BELOW + ABOVE, asking=asking, now=9.9 + HEDGE)
+    later = choose(BELOW, asking=asking, now=9.9 + HEDGE)
     assert later == Asks((BELOW[1],), 9.9 + 2 * HEDGE)
 
 
@@ -69,7 +69,17 @@ def test_an_answer_or_a_failure_lets_the_next_be_asked_at_once():
 
 def test_nothing_else_is_asked_while_one_would_be_elected():
     asking = {BELOW[0].node_id: 9.9}
-    assert choose([BELOW[0]] + ABOVE, asking=asking) == Asks((), None)
+    # until its ask has gone unanswered for the hedge
+    assert choose([BELOW[0]] + ABOVE, asking=asking) == Asks((), 9.9 + HEDGE)
+
+
+def test_a_slow_one_at_a_time_lets_the_peers_above_be_asked_beside_it():
+    # adverts forged below every real node, each asked until its call times out: the real
+    # peers above are asked too, one place kept for the one at a time
+    asking = {BELOW[0].node_id: 9.0}
+    assert choose(BELOW + ABOVE, asking=asking, now=9.0 + HEDGE) == Asks(tuple(ABOVE) + (BELOW[1],), 9.0 + 2 * HEDGE)
+    assert choose(BELOW + ABOVE, asking=asking, now=9.0 + HEDGE, limit=3).start == (ABOVE[0], BELOW[1])
+    assert choose(BELOW + ABOVE, asking=asking, now=9.0 + HEDGE, limit=2).start == (BELOW[1],)
 
 
 def test_peers_below_the_target_count_when_another_node_is_the_target():
@@ -103,7 +113,12 @@ def test_never_more_than_the_limit_and_never_twice(wanted_octets, data, now):
     electable = [a for a in wanted if a.peer < ME.peer]
     if electable:
         waiting = [a for a in electable if a.node_id not in asking]
-        assert len(asks.start) <= 1
-        assert not asks.start or asks.start[0] == waiting[0]
+        chain = [a for a in asks.start if a in electable]
+        assert len(chain) <= 1
+        assert not chain or chain[0] == waiting[0]
+        # the peers above only beside a one-at-a-time unanswered for the hedge, one place kept for it
+        if len(chain) < len(asks.start):
+            assert any(asking[a.node_id] + HEDGE <= now for a in electable if a.node_id in asking)
+            assert len(asks.start) - len(chain) <= max(0, limit - len(asking) - 1)
     if asks.wake is not None:
         assert asks.wake > now or asks.start

@@ -134,9 +134,9 @@ def test_the_table():
     assert jobs.job_table(view()).splitlines() == [
         "job resnet: round 2 (released), 2 of 2 members, 1 restart, coordinator 10.0.0.1:7001",
         "last round ended: 10.0.0.3 (cccccccccccc): command exited with code 1",
-        "RANK  ADDRESS   NODE          PHASE    ROUND  UPTIME  EXIT  PROGRESS",
-        "0     10.0.0.1  aaaaaaaaaaaa  running  2      2m 05s  -     epoch 12/60, loss 0.84, 2,310 img/s",
-        "1     10.0.0.2  bbbbbbbbbbbb  running  2      2m 05s  -     step 3 [straggler]",
+        "RANK  ADDRESS   NODE          PHASE    ROUND  UPTIME  HEARD       EXIT  PROGRESS",
+        "0     10.0.0.1  aaaaaaaaaaaa  running  2      2m 05s  -           -     epoch 12/60, loss 0.84, 2,310 img/s",
+        "1     10.0.0.2  bbbbbbbbbbbb  running  2      2m 05s  2m 05s ago  -     step 3 [straggler]",
     ]
     empty = jobs.JobView(job="x", round=1, phase="gathering", expect=Size.fixed(2), coordinator=None)
     assert jobs.job_table(empty).splitlines()[1:] == ["no member has joined yet"]

@@ -1,0 +1,39 @@
+"""Two hosts given the same address, on the default port: they advertise the same
+endpoint, so to the others one looks like the other's restart. The hosts that wait say so
+while they wait, naming the endpoint, and not only "1 never appeared" at --timeout."""
+
+from __future__ import annotations
+
+import re
+import secrets
+
+from patience import HANG, wait_until
+from peers import join_argv, start_peer
+
+TIMEOUT = 8  # every node gives up after this: the job cannot form
+
+
+def test_a_shared_address_and_port_is_named_while_waiting(make_network, tmp_path):
+    net = make_network(3)
+    twin, original = net.hosts[2], net.hosts[1]
+    twin.run(["ip", "addr", "flush", "dev", twin.interface], check=True)
+    twin.run(["ip", "addr", "add", f"{original.address}/24", "dev", twin.interface], check=True)
+    job = f"n-{secrets.token_hex(4)}"
+    peers = [
+        start_peer(join_argv(3, job, tmp_path, options=["--timeout", str(TIMEOUT)]), tmp_path, h.name, popen=h.popen)
+        for h in net.hosts
+    ]
+    try:
+        shared = re.compile(rf"peers seen: .*\({re.escape(original.address)}:\d+ was advertised by 2 nodes: ")
+        # said while waiting, by the host that is not a twin, before its --timeout
+        wait_until(lambda: any(shared.search(line) and "INFO" in line for line in peers[0].log.splitlines()),
+                   "the waiting message naming the shared endpoint", timeout=HANG)
+        for peer in peers:
+            assert peer.proc.wait(timeout=HANG) != 0, peer.log
+    finally:
+        for peer in peers:
+            if peer.proc.poll() is None:
+                peer.proc.kill()
+    assert "two hosts configured with the same address and port" in peers[0].log, peers[0].log
+    timed_out = [line for line in peers[0].log.splitlines() if "no rendezvous within --timeout" in line]
+    assert timed_out and f"{original.address}:" in timed_out[0], peers[0].log

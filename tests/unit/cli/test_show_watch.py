@@ -39,7 +39,7 @@ def watch(monkeypatch, out: io.StringIO, interval: float = 0.001) -> str:
     """Three answers, the watch asking again every `interval`; what it printed."""
     monkeypatch.setattr(show, "fetch_job", views("gathering", "released", "released"))
 
-    async def found(job, address, seconds):
+    async def found(job, address, seconds, lookup=None):
         return "10.0.0.9:7000"
 
     monkeypatch.setattr(show, "_find_coordinator", found)

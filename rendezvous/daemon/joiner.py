@@ -33,6 +33,7 @@ from ..core.tf_config import Membership, launch_environment
 from ..coordinator.local import JoinHandler
 from ..errors import MembershipError
 from ..launch.launcher import Launcher
+from ..launch.prewarm import modules_for
 from .relay import ProgressRelay
 from .resources import Seat
 from .syncer import MemberSync
@@ -89,7 +90,7 @@ class Joiner:
         """Join until the command starts (None), or the round ends before (its end).
         Stays visible a moment after a conflict, so that the peer this node disagrees with
         sees it too and fails alike."""
-        await self._launcher.prepare(self._config.command)
+        await self._launcher.prepare(self._config.command, *modules_for(self._config.prewarm))
         try:
             return await self._join_until_released()
         except MembershipError:

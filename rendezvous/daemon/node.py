@@ -34,6 +34,7 @@ from ..discovery.combined import discovery_factory
 from ..errors import JobFailed, RendezvousTimeout
 from ..host.fingerprint import take_fingerprint
 from ..launch.launcher import Launcher
+from ..launch.prewarm import modules_for
 from ..observe.metrics import start_metrics
 from ..observe.report import Reporter
 from .joiner import Joiner, SessionFactory
@@ -70,6 +71,8 @@ class Node:
         self._make_launcher = launcher
         self._bind = bind
         self.launcher = launcher()
+        self._spare: Optional[Launcher] = None  # the next round's, warming while a round runs
+        self._spare_up: Optional[asyncio.Task] = None
         self.signals = StopSignals(self._report_stopping, lambda: self.launcher.kill())
         self._policy = job_policy(config)
         self._phase = Phase.WAITING
@@ -207,6 +210,7 @@ class Node:
             if self._endpoint.sync is not None:
                 self._endpoint.sync.remember_chief(self._previous_chief)
             self._advertise(Phase.RUNNING)
+            self._warm_spare()
             return await self.signals.until_stopped(joiner.supervise())
         except Stopped:
             code = await self.launcher.stop(self.config.stop_grace)
@@ -218,9 +222,30 @@ class Node:
                 "multicast (UDP 5353) passes between them, or give seeds with --peer"
             ) from None
 
+    def _warm_spare(self) -> None:
+        """With --prewarm, the next round's command process starts warming now (one spare per
+        node), so that a restart or an admission starts warm too."""
+        modules, optional = modules_for(self.config.prewarm)
+        if not modules or self._spare is not None:
+            return
+        spare = self._spare = self._make_launcher()
+        self._spare_up = asyncio.create_task(spare.prepare(self.config.command, modules, optional), name="spare")
+
+    async def _stop_spare(self) -> None:
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            if self._spare_up is not None:
+                await asyncio.gather(self._spare_up, return_exceptions=True)
+            await spare.stop(0)
+
     def _next_round(self, number: int) -> None:
-        """A fresh launcher and the TF port held again, for the same advert."""
-        self.launcher = self._make_launcher()
+        """A fresh launcher (the spare that warmed meanwhile, if any) and the TF port held
+        again, for the same advert."""
+        spare_up = self._spare_up
+        if self._spare is not None and spare_up is not None and spare_up.done() and spare_up.exception() is None:
+            self.launcher, self._spare = self._spare, None
+        else:
+            self.launcher = self._make_launcher()
         self._membership = None
         self._endpoint.hold_tf_port()
         self._enter(Phase.WAITING)
@@ -241,6 +266,7 @@ class Node:
         self.views.close()
         await self._endpoint.close(
             ("stop the command", lambda: self.launcher.stop(self.config.stop_grace)),
+            ("end the warm spare", self._stop_spare),
             ("close the Join stream", self._joiner.close if self._joiner else None),
         )
 

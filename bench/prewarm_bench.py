@@ -13,7 +13,7 @@ one run: `rendezvous join` x 2, one per network namespace (needs root), digits t
 Each measurement is appended to --results as one JSON line as soon as it is made, and a run
 given the same file goes on where the last one stopped (pairs already measured are kept):
 
-    python bench/prewarm_bench.py --pairs 10 --results bench/results/prewarm.jsonl
+    python bench/prewarm_bench.py --pairs 10 --results prewarm-results.jsonl
 
 A lab runs the same on its GPU machines, where the import is what it is there, without
 namespaces: `bench/prewarm_bench.py --print` summarizes a results file; the measured command
@@ -161,7 +161,7 @@ def summary(rows: list[dict]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, default=10)
-    parser.add_argument("--results", type=Path, default=REPO / "bench" / "results" / "prewarm.jsonl")
+    parser.add_argument("--results", type=Path, default=Path("prewarm-results.jsonl"))
     parser.add_argument("--kinds", default="restart,cold")
     parser.add_argument("--print", action="store_true", help="only summarize the results file")
     args = parser.parse_args()

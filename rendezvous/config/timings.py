@@ -88,6 +88,10 @@ class Timings:
     watch_interval: float = 1.0
     # How long a metrics scrape waits for the node's status.
     metrics_read_timeout: float = 5.0
+    # --prewarm: the next round's warm interpreter starts importing at the round's first
+    # progress line, or this long after its start, not at once: its import would slow the
+    # round's own start, on the same cores
+    spare_after: float = 20.0
 
     def __post_init__(self) -> None:
         for name in fields(self):

@@ -90,7 +90,8 @@ class Joiner:
         """Join until the command starts (None), or the round ends before (its end).
         Stays visible a moment after a conflict, so that the peer this node disagrees with
         sees it too and fails alike."""
-        await self._launcher.prepare(self._config.command, *modules_for(self._config.prewarm))
+        command = self._config.command
+        await self._launcher.prepare(command, *modules_for(self._config.prewarm, command))
         try:
             return await self._join_until_released()
         except MembershipError:

@@ -169,7 +169,7 @@ class Node:
         while True:
             joiner = self._joiner = Joiner(
                 self.config, self._endpoint.seat(), self.views, self.launcher, self._connect, self._enter, number,
-                self._previous_chief, on_progress=lambda progress: self._report(),
+                self._previous_chief, on_progress=self._on_progress,
             )
             end = await self._round(joiner)
             if isinstance(end, int):
@@ -210,8 +210,11 @@ class Node:
             if self._endpoint.sync is not None:
                 self._endpoint.sync.remember_chief(self._previous_chief)
             self._advertise(Phase.RUNNING)
-            self._warm_spare()
-            return await self.signals.until_stopped(joiner.supervise())
+            spare = asyncio.get_running_loop().call_later(self.config.timings.spare_after, self._warm_spare)
+            try:
+                return await self.signals.until_stopped(joiner.supervise())
+            finally:
+                spare.cancel()
         except Stopped:
             code = await self.launcher.stop(self.config.stop_grace)
             return code if self.launcher.pid else 128 + (self.signals.signum or signal.SIGTERM)
@@ -222,10 +225,16 @@ class Node:
                 "multicast (UDP 5353) passes between them, or give seeds with --peer"
             ) from None
 
+    def _on_progress(self, _progress: object) -> None:
+        self._report()
+        if self._phase is Phase.RUNNING:
+            self._warm_spare()
+
     def _warm_spare(self) -> None:
         """With --prewarm, the next round's command process starts warming now (one spare per
-        node), so that a restart or an admission starts warm too."""
-        modules, optional = modules_for(self.config.prewarm)
+        node), so that a restart or an admission starts warm too: once the round's command
+        has got going (its first progress line, or --timings spare-after)."""
+        modules, optional = modules_for(self.config.prewarm, self.config.command)
         if not modules or self._spare is not None:
             return
         spare = self._spare = self._make_launcher()

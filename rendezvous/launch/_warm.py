@@ -31,6 +31,7 @@ def _rendezvous_warm():
     isolated = sys.flags.isolated or getattr(sys.flags, "safe_path", False)
     if not isolated:  # sys.path[0] as the plain start has it, for the imports already
         sys.path[0] = os.path.dirname(os.path.realpath(target)) if mode == "file" else os.getcwd()
+    before = dict(os.environb)
     failed = b""
     for name in filter(None, wanted.split(",")):
         optional = name.startswith("?")
@@ -63,8 +64,13 @@ def _rendezvous_warm():
     env = dict(item.partition(b"=")[::2] for item in items[count:])
     libc.prctl(1, 0)  # from now on as a spawned command: no parent-death signal
     os.chdir(cwd)
+    # what the imports set (TF_USE_LEGACY_KERAS=1 before importing TensorFlow) stays set,
+    # unless the release gives it a value: the plain start sets it after the release's too
+    added = {k: v for k, v in os.environb.items() if before.get(k) != v}
     os.environ.clear()
     os.environb.update(env)
+    for key, value in added.items():
+        os.environb.setdefault(key, value)
     if mode == "file":
         sys.argv[:] = [target] + argv[rest:]
     else:

@@ -19,6 +19,9 @@ from typing import Optional, Sequence
 from ..core.record import record
 
 AUTO_MODULES = ("tensorflow",)  # the default, imported only where the interpreter finds it
+# The bundled trainer's own choice of Keras, which sets TF_USE_LEGACY_KERAS and
+# TF_CPP_MIN_LOG_LEVEL before it imports TensorFlow: its default.
+TRAINER_MODULES = ("trainer._keras",)
 BOOTSTRAP = (Path(__file__).with_name("_warm.py")).read_text()
 
 _PYTHON_NAME = re.compile(r"python[0-9.]*")
@@ -126,10 +129,13 @@ def plan(command: Sequence[str]) -> Optional[WarmPlan]:
     return WarmPlan(interpreter, "file", script, 1, interpreter + (script,) + tuple(command[1:]))
 
 
-def modules_for(prewarm: Optional[str]) -> tuple[tuple[str, ...], bool]:
-    """--prewarm's modules, and whether they are optional (the default's: imported only when
-    the interpreter finds them). `none`: nothing, the plain start."""
+def modules_for(prewarm: Optional[str], command: Sequence[str] = ()) -> tuple[tuple[str, ...], bool]:
+    """--prewarm's modules for `command`, and whether they are optional (the default's:
+    imported only when the interpreter finds them). `none`: nothing, the plain start."""
     if prewarm is None or prewarm == "auto":
+        found = plan(command) if command else None
+        if found is not None and found.mode == "module" and found.target == "trainer":
+            return TRAINER_MODULES, True
         return AUTO_MODULES, True
     if prewarm == "none":
         return (), False

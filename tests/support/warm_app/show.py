@@ -16,6 +16,9 @@ seen = {
     "pid": os.getpid(), "unbuffered": sys.stdout.write_through,
     "mask": sorted(int(s) for s in __import__("signal").pthread_sigmask(0, [])),
 }
+import warm_marker  # noqa: E402,F401  (started warm: imported already)
+
+seen["marker_set"] = os.environ.get("MARKER_SET")
 with open(sys.argv[1], "w") as out:
     json.dump(seen, out)
 mode = sys.argv[2]

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from rendezvous.config.checks import prewarm_problem
-from rendezvous.launch.prewarm import AUTO_MODULES, WarmPlan, modules_for, plan
+from rendezvous.launch.prewarm import AUTO_MODULES, TRAINER_MODULES, WarmPlan, modules_for, plan
 
 PY = sys.executable
 
@@ -53,6 +53,8 @@ def test_prewarm_values():
     assert modules_for(None) == (AUTO_MODULES, True)
     assert modules_for("auto") == (AUTO_MODULES, True)
     assert modules_for("none") == ((), False)
+    assert modules_for(None, [PY, "-m", "trainer", "--epochs", "1"]) == (TRAINER_MODULES, True)
+    assert modules_for("auto", [PY, "train.py"]) == (AUTO_MODULES, True)
     assert modules_for("tensorflow, numpy") == (("tensorflow", "numpy"), False)
     for good in (None, "auto", "none", "tensorflow", "tensorflow,numpy", "a.b_c"):
         assert prewarm_problem(good) is None

@@ -64,6 +64,7 @@ def test_a_script_started_warm_sees_what_it_sees_started_plain(tmp_path):
     assert warm["argv"][0] == str(SHOW) and warm["argv"][2:] == ["ok", "--flag"]
     assert warm["cmdline"][0] == sys.executable and warm["cmdline"][-2:] == ["ok", "--flag"]  # what ps shows
     assert warm["round_var"] == "given at the release" and warm["pgid_is_pid"] and warm["unbuffered"]
+    assert warm["marker_set"] == "by warm_marker"  # what an import set stays set
     assert warm["mask"] == [] and warm["path0"] == str(APP) and warm["doc"].startswith("A user's script")
 
 

@@ -40,8 +40,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "support"))
 from netns import Network, stop_on_sigterm  # noqa: E402
 
-EPOCHS = 4
-TRAINER = ["--threads", "1", "--epochs", str(EPOCHS), "--steps-per-epoch", "40"]
+EPOCHS = 8
+TRAINER = ["--threads", "1", "--epochs", str(EPOCHS), "--steps-per-epoch", "100"]
 DAEMON = ["--liveness-timeout", "3", "--timings", "keepalive=1.5,suspect-after=1,end-grace=0.5",
           "--stop-grace", "3", "--abort-grace", "1", "--timeout", "300", "--log-format", "plain"]
 
@@ -87,6 +87,17 @@ def trainers(daemon: int) -> tuple[list[int], list[int]]:
     return (below[0] if below else []), [p for b in below[1:] for p in b]
 
 
+def settled(daemon: int):
+    """The spares' resident memory once it stopped growing for a second (their imports done)."""
+    spares = trainers(daemon)[1]
+    if not spares:
+        return None
+    before = sum(rss_mib(p) for p in spares)
+    time.sleep(1.0)
+    after = sum(rss_mib(p) for p in trainers(daemon)[1])
+    return after if after == before and after > 100 else None
+
+
 def wait(predicate, what: str, timeout: float = 600.0):
     deadline = time.monotonic() + timeout
     while True:
@@ -106,11 +117,11 @@ def restart_run(net, prewarm: str) -> dict:
                for h, log in zip(net.hosts, logs)]
     victim_log = work / f"{net.hosts[1].name}.log"
     wait(lambda: re.search(rf"epoch 1/{EPOCHS}\b", victim_log.read_text()), f"epoch 1 in {victim_log}")
+    # killed in epoch 2 or later (an epoch takes about a second here)
     running, spares = wait(lambda: (t := trainers(daemons[1].pid))[0] and t, "the trainer")
     spare_rss = None
-    if spares:  # the warm spare has imported TensorFlow by now, most likely: read it late
-        time.sleep(1.0)
-        spare_rss = sum(rss_mib(p) for p in trainers(daemons[1].pid)[1])
+    if prewarm != "none":  # a failure after a while of training: the spare has warmed
+        spare_rss = wait(lambda: settled(daemons[1].pid), "the warm spare's import")
     killed = time.time()
     os.kill(running[0], signal.SIGKILL)
     codes = [d.wait(timeout=600) for d in daemons]

@@ -19,9 +19,10 @@ from typing import Optional, Sequence
 from ..core.record import record
 
 AUTO_MODULES = ("tensorflow",)  # the default, imported only where the interpreter finds it
-# The bundled trainer's own choice of Keras, which sets TF_USE_LEGACY_KERAS and
-# TF_CPP_MIN_LOG_LEVEL before it imports TensorFlow: its default.
-TRAINER_MODULES = ("trainer._keras",)
+# The bundled trainer's default: its own modules (its choice of Keras sets TF_USE_LEGACY_KERAS
+# and TF_CPP_MIN_LOG_LEVEL before it imports TensorFlow) and scikit-learn's digits loader,
+# none of which runs a TensorFlow op when imported.
+TRAINER_MODULES = ("trainer._keras", "trainer.train", "trainer.cli", "sklearn.datasets")
 BOOTSTRAP = (Path(__file__).with_name("_warm.py")).read_text()
 
 _PYTHON_NAME = re.compile(r"python[0-9.]*")

@@ -105,6 +105,7 @@ class Node:
             round=self._membership.round if self._membership else view.me.round,
             trainer_pid=self.launcher.pid,
             trainer_uptime=self.launcher.uptime(now),
+            **self._warm_status(),
             exit_code=joiner.state.exit_code if joiner else None,
             fingerprint=self._endpoint.fingerprint,
             preflight=joiner.state.preflight if joiner else (),
@@ -114,6 +115,15 @@ class Node:
             rendezvous_seconds=self._rendezvous_seconds,
             hint=self._presence.hint if self._phase is Phase.WAITING and not view.others else None,
         )
+
+    def _warm_status(self) -> dict:
+        """The warm interpreter waiting for a round: the next round's spare, or this round's
+        before its release."""
+        for launcher in (self._spare, self.launcher):
+            found = launcher.warm_memory() if launcher is not None else None
+            if found is not None:
+                return {"warm_pid": found[0], "warm_rss": found[1]}
+        return {}
 
     def _report(self) -> None:
         self.reporter.update(self.status())

@@ -220,6 +220,17 @@ class Launcher:
         except BrokenPipeError:
             pass  # the gate is gone; `wait` tells its exit code
 
+    def warm_memory(self) -> Optional[tuple[int, int]]:
+        """The waiting warm interpreter's pid and resident memory (bytes), if there is one."""
+        pid = self.warm_pid()
+        if pid is None:
+            return None
+        try:
+            with open(f"/proc/{pid}/statm") as f:
+                return pid, int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            return None
+
     def warm_pid(self) -> Optional[int]:
         """The warm interpreter waiting for its release, if any."""
         if self.warm is None or self.started_at is not None or self._process is None:

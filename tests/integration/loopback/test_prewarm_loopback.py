@@ -5,11 +5,13 @@ when the job ends."""
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import subprocess
 import sys
 from pathlib import Path
 
-from patience import wait_until
+from patience import HANG, wait_until
 from peers import alive, join_argv, start_peer
 
 APP = Path(__file__).resolve().parents[2] / "support" / "warm_app"
@@ -26,6 +28,9 @@ def test_a_restart_round_starts_warm_from_the_spare_and_the_spare_ends_with_the_
                          options=["-v", "--prewarm", "warm_marker", "--timings", "spare-after=0.5", "--max-restarts", "1"],
                          command=[sys.executable, str(APP / "rounds.py"), str(out), str(ROUND_ONE)])
         peers.append(start_peer(argv, tmp_path, address))
+    # `status` shows the spare warming for round 2 while round 1 runs, and its memory
+    spare = wait_until(lambda: _spare(tmp_path), "a warm spare in `rendezvous status --json`")
+    assert spare["pid"] > 0 and spare["rss_bytes"] > 1 << 20, spare
     for peer in peers:
         assert peer.wait() == 0, peer.log
     found = {p.name: json.loads(p.read_text()) for p in out.glob("*.json")}
@@ -41,6 +46,15 @@ def test_a_restart_round_starts_warm_from_the_spare_and_the_spare_ends_with_the_
     wait_until(lambda: not any(alive(r["pid"]) for r in rounds[1] + rounds[2]), "the commands gone")
     leftover = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _runs(p, str(APP / "rounds.py"))]
     assert leftover == [], leftover
+
+
+def _spare(log_dir: Path):
+    result = subprocess.run([sys.executable, "-m", "rendezvous", "status", "--json"], capture_output=True, text=True,
+                            timeout=HANG, env={**os.environ, "RENDEZVOUS_RUNTIME_DIR": str(log_dir / "run")},
+                            stdin=subprocess.DEVNULL)
+    if result.returncode != 0:
+        return None
+    return next((s["warm_spare"] for s in json.loads(result.stdout) if s["warm_spare"]), None)
 
 
 def _runs(proc: Path, word: str) -> bool:

@@ -7,6 +7,8 @@ one run: `rendezvous join` x 2, one per network namespace (needs root), digits t
               file says when its last process took its first step)
     cold      the last daemon launched -> the first training step of round 1, against the
               same trainer started by hand in both namespaces with a hand-written TF_CONFIG
+    admission a third node joins a job of two running with --expect 2:3: its launch -> the
+              first training step of the round of three (--kinds admission)
     spare     the resident memory of the warm spare (the next round's interpreter, TensorFlow
               imported) on the killed worker's node, read while round 1 runs
 
@@ -46,9 +48,9 @@ DAEMON = ["--liveness-timeout", "3", "--timings", "keepalive=1.5,suspect-after=1
           "--stop-grace", "3", "--abort-grace", "1", "--timeout", "300", "--log-format", "plain"]
 
 
-def join_argv(job: str, prewarm: str, work: Path, name: str) -> list[str]:
-    return [sys.executable, "-m", "rendezvous", "join", "--expect", "2", "--job", job, "--prewarm", prewarm,
-            *DAEMON, "--", sys.executable, "-m", "trainer", *TRAINER, "--backup-dir", str(work / "backup"),
+def join_argv(job: str, prewarm: str, work: Path, name: str, expect: str = "2", options=()) -> list[str]:
+    return [sys.executable, "-m", "rendezvous", "join", "--expect", expect, "--job", job, "--prewarm", prewarm,
+            *DAEMON, *options, "--", sys.executable, "-m", "trainer", *TRAINER, "--backup-dir", str(work / "backup"),
             "--result-file", str(work / f"{name}.json")]
 
 
@@ -131,6 +133,28 @@ def restart_run(net, prewarm: str) -> dict:
     return {"kind": "restart", "prewarm": prewarm, "seconds": max(firsts) - killed, "spare_rss_mib": spare_rss}
 
 
+def admission_run(net, prewarm: str) -> dict:
+    """A third node joins an elastic job (--expect 2:3) of two that trains: its launch -> the
+    first training step of the round of three."""
+    work = Path(tempfile.mkdtemp(prefix="prewarm-admit-"))
+    job = f"a-{secrets.token_hex(3)}"
+    logs = [open(work / f"{h.name}.log", "w") for h in net.hosts]
+    argvs = [join_argv(job, prewarm, work, h.name, expect="2:3", options=["--settle", "1"]) for h in net.hosts]
+    daemons = [h.popen(argv, stdout=log, stderr=subprocess.STDOUT)
+               for h, argv, log in list(zip(net.hosts, argvs, logs))[:2]]
+    first_log = work / f"{net.hosts[1].name}.log"
+    wait(lambda: re.search(rf"epoch 1/{EPOCHS}\b", first_log.read_text()), f"epoch 1 in {first_log}")
+    if prewarm != "none":
+        wait(lambda: settled(daemons[1].pid), "the warm spare's import")
+    launched = time.time()
+    daemons.append(net.hosts[2].popen(argvs[2], stdout=logs[2], stderr=subprocess.STDOUT))
+    codes = [d.wait(timeout=900) for d in daemons]
+    if codes != [0, 0, 0]:
+        raise SystemExit(f"the elastic job failed ({codes}): see {work}")
+    firsts = [json.loads((work / f"{h.name}.json").read_text())["timing"]["first_step_unix"] for h in net.hosts]
+    return {"kind": "admission", "prewarm": prewarm, "seconds": max(firsts) - launched}
+
+
 def cold_run(net, how: str) -> dict:
     work = Path(tempfile.mkdtemp(prefix="prewarm-cold-"))
     if how == "by-hand":
@@ -155,9 +179,17 @@ def cold_run(net, how: str) -> dict:
     return {"kind": "cold", "prewarm": how, "seconds": max(firsts) - launched}
 
 
+def measured(rows: list[dict], kind: str, modes, pair: int) -> bool:
+    """Whether the results hold pair number `pair` (from 0) of `kind` already: as many
+    measurements of every mode."""
+    done = [r for r in rows if r["kind"] == kind]
+    return min(sum(r["prewarm"] == m for r in done) for m in modes) > pair
+
+
 def summary(rows: list[dict]) -> str:
     out = []
-    for kind, modes in (("restart", ("auto", "none")), ("cold", ("auto", "none", "by-hand"))):
+    for kind, modes in (("restart", ("auto", "none")), ("cold", ("auto", "none", "by-hand")),
+                        ("admission", ("auto", "none"))):
         for mode in modes:
             xs = [r["seconds"] for r in rows if r["kind"] == kind and r["prewarm"] == mode]
             if xs:
@@ -173,7 +205,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, default=10)
     parser.add_argument("--results", type=Path, default=Path("prewarm-results.jsonl"))
-    parser.add_argument("--kinds", default="restart,cold")
+    parser.add_argument("--kinds", default="restart,cold", help="restart, cold, admission (3 hosts)")
     parser.add_argument("--print", action="store_true", help="only summarize the results file")
     args = parser.parse_args()
     rows = [json.loads(l) for l in args.results.read_text().splitlines()] if args.results.exists() else []
@@ -182,17 +214,17 @@ def main() -> None:
         return
     stop_on_sigterm()
     args.results.parent.mkdir(parents=True, exist_ok=True)
-    plans = {"restart": ("auto", "none"), "cold": ("auto", "none", "by-hand")}
-    net = Network(2).up()
+    plans = {"restart": ("auto", "none"), "cold": ("auto", "none", "by-hand"), "admission": ("auto", "none")}
+    runs = {"restart": restart_run, "cold": cold_run, "admission": admission_run}
+    net = Network(3 if "admission" in args.kinds else 2).up()
     try:
         for pair in range(args.pairs):
             for kind in args.kinds.split(","):
                 modes = plans[kind] if pair % 2 == 0 else plans[kind][::-1]  # alternate who goes first
-                done = [r for r in rows if r["kind"] == kind]
-                if min(sum(r["prewarm"] == m for r in done) for m in modes) > pair:
-                    continue  # measured by an earlier run
+                if measured(rows, kind, modes, pair):
+                    continue  # by an earlier run
                 for mode in modes:
-                    row = (restart_run if kind == "restart" else cold_run)(net, mode)
+                    row = runs[kind](net, mode)
                     row["pair"] = pair
                     rows.append(row)
                     with open(args.results, "a") as f:

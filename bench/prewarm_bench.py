@@ -39,8 +39,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests" / "support"))
-from netns import Network, stop_on_sigterm  # noqa: E402
+sys.path.insert(0, str(REPO / "tests" / "support"))  # netns, imported by main() (bench/prewarm_lab.py needs not)
 
 EPOCHS = 8
 TRAINER = ["--threads", "1", "--epochs", str(EPOCHS), "--steps-per-epoch", "100"]
@@ -212,6 +211,8 @@ def main() -> None:
     if args.print:
         print(summary(rows))
         return
+    from netns import Network, stop_on_sigterm
+
     stop_on_sigterm()
     args.results.parent.mkdir(parents=True, exist_ok=True)
     plans = {"restart": ("auto", "none"), "cold": ("auto", "none", "by-hand"), "admission": ("auto", "none")}

@@ -3,6 +3,7 @@ still has to measure, and the summary of the figures."""
 
 from __future__ import annotations
 
+import json
 import sys
 
 from paths import REPO
@@ -32,3 +33,20 @@ def test_the_summary_gives_medians_by_kind_and_mode_and_the_spares_memory():
     assert "restart  none     n= 2 median  11.00 s" in text
     assert "cold     by-hand  n= 1 median   7.50 s" in text
     assert "warm spare RSS: median 700 MiB (n=3)" in text
+
+
+def test_the_lab_script_pairs_each_runs_kill_with_its_latest_first_step(tmp_path):
+    import prewarm_lab
+
+    lines = [
+        {"job": "a", "prewarm": "auto", "killed_unix": 100.0, "first_step_unix": 104.0},
+        {"job": "a", "prewarm": "auto", "killed_unix": None, "first_step_unix": 105.0},
+        {"job": "b", "prewarm": "none", "killed_unix": 200.0, "first_step_unix": 211.0},
+        {"job": "b", "prewarm": "none", "killed_unix": None, "first_step_unix": 209.0},
+        {"job": "c", "prewarm": "none", "killed_unix": None, "first_step_unix": 1.0},  # no victim: left out
+    ]
+    results = tmp_path / "lab.jsonl"
+    results.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    text = prewarm_lab.summarize(results)
+    assert "--prewarm auto: median 5.00 s over 1 runs" in text
+    assert "--prewarm none: median 11.00 s over 1 runs" in text

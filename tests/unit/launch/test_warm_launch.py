@@ -17,6 +17,7 @@ import pytest
 
 from patience import wait_until
 from peers import alive, wait_gone
+from rendezvous.launch import gate
 from rendezvous.launch.launcher import Launcher
 
 APP = Path(__file__).resolve().parents[2] / "support" / "warm_app"
@@ -147,4 +148,19 @@ def test_a_round_called_off_before_the_release_ends_the_warm_interpreter(tmp_pat
         return pid, code
     pid, code = asyncio.run(scenario())
     assert code == 125 and wait_gone(pid) and not alive(pid)
+    assert not (tmp_path / "never.json").exists()
+
+
+def test_a_warm_interpreter_dies_with_its_gate_before_the_release(tmp_path):
+    # the gate's parent-death signal (the daemon died, even by kill -9) ends the gate before
+    # the release; the warm interpreter's own parent-death signal then ends it
+    async def scenario():
+        launcher = Launcher()
+        await launcher.prepare([sys.executable, str(SHOW), str(tmp_path / "never.json"), "ok"], MARKER)
+        pid = await asyncio.to_thread(wait_until, launcher.warm_pid, "the warm interpreter")
+        os.kill(launcher._process.pid, gate.KILL)
+        await launcher.wait()
+        return pid
+    pid = asyncio.run(scenario())
+    assert wait_gone(pid), "the warm interpreter outlived its gate"
     assert not (tmp_path / "never.json").exists()

@@ -1,15 +1,14 @@
 # The warm interpreter's bootstrap (rendezvous.launch.prewarm), run as `<python> <options> -c
 # <this text> RELEASE STATUS GATE MODE TARGET REST MODULES SHOWN...`. It imports MODULES
 # (a leading ? marks one imported only if found), writes "ok" or "error <why>" to STATUS,
-# then waits for the release on RELEASE: the working directory, the command's arguments and
-# its environment, as the gate's own message encodes them. Then it runs the script or module
+# then waits for the release on RELEASE: the working directory, the number of the command's
+# arguments, each argument and each NAME=VALUE of its environment, each ended by a NUL. Then it runs the script or module
 # as `__main__`, in this interpreter's real __main__ module, as `python script.py` and
 # `python -m module` do. Nothing of TensorFlow runs before the release: only imports.
 # Imports nothing of the package: the command's python need not have it.
 def _rendezvous_warm():
     import ctypes
     import os
-    import struct
     import sys
 
     main = sys.modules["__main__"].__dict__
@@ -55,13 +54,12 @@ def _rendezvous_warm():
         chunk = os.read(release, 65536)
         data += chunk
     os.close(release)
-    header = struct.Struct("!ddI")
-    if len(data) < header.size:
+    items = data.split(b"\0")[:-1]  # the directory, the count of arguments, each, then NAME=VALUE...
+    if len(items) < 2:
         os._exit(125)  # the gate closed the pipe: no release
-    count = header.unpack_from(data)[2]
-    items = data[header.size:].split(b"\0")[:-1]
-    cwd, argv = items[0], [os.fsdecode(a) for a in items[1:count]]
-    env = dict(item.partition(b"=")[::2] for item in items[count:])
+    cwd, count = items[0], int(items[1])
+    argv = [os.fsdecode(a) for a in items[2:2 + count]]
+    env = dict(item.partition(b"=")[::2] for item in items[2 + count:])
     libc.prctl(1, 0)  # from now on as a spawned command: no parent-death signal
     os.chdir(cwd)
     # what the imports set (TF_USE_LEGACY_KERAS=1 before importing TensorFlow) stays set,

@@ -278,9 +278,12 @@ class _Warm:
         """Send it the command and its environment: None, or why it cannot run the command
         (then it is ended and reaped)."""
         why = self.why or self._ready()
-        if why is None:
-            data = memoryview(encode(0.0, [os.getcwd()] + [os.fsdecode(a) for a in argv],
-                                     {os.fsdecode(k): os.fsdecode(v) for k, v in env.items()}))
+        if why is None and self.pid and os.waitpid(self.pid, os.WNOHANG)[0]:  # ended after its imports
+            self.pid = 0  # reaped
+            why = "the warm interpreter ended before its release"
+        if why is None:  # the message rendezvous/launch/_warm.py reads
+            items = [os.getcwdb(), str(len(argv)).encode(), *argv, *(k + b"=" + v for k, v in env.items())]
+            data = memoryview(b"".join(item + b"\0" for item in items))
             try:
                 while data:
                     data = data[os.write(self.release_fd, data):]

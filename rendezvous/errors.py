@@ -72,3 +72,17 @@ class SyncError(RendezvousError):
     fails (and restarts) with this reason; the directory is left as it was."""
 
     exit_code = 6
+
+
+class JobStopped(RendezvousError):
+    """`rendezvous stop` ended the job: every node's `join` exits with 8, whatever its
+    command's exit status, and no restart follows."""
+
+    exit_code = 8
+
+
+class RequestRefused(RendezvousError):
+    """`rendezvous stop` or `status --job`: the job refused the request, because it needs a
+    token (--token-file) the request was not signed with, or signed with another one."""
+
+    exit_code = 4

@@ -22,6 +22,7 @@ import time
 
 from trainer import INSTALL_HINT, ConfigError
 from trainer.cluster import EXIT_CONFIG, ClusterInfo, read_tf_config
+from trainer.errorfile import write_error
 from trainer.recipe import (
     ADAM_LR,
     CROP_PADDING,
@@ -249,4 +250,5 @@ def main(argv: list[str] | None = None) -> int:
 
 def _fail(message: str, code: int) -> int:
     print(message, file=sys.stderr, flush=True)
+    write_error("ConfigError" if code == EXIT_CONFIG else "TrainerError", message.removeprefix("trainer: "))
     return code

@@ -3,6 +3,7 @@
 * Progress for the rendezvous daemon: when ``RENDEZVOUS_PROGRESS_FILE`` is set, one JSON
   line per epoch and every ``--progress-every`` steps is appended to that file (the
   contract is documented in the README; this module does not import rendezvous).
+* The cause of a failure: see ``trainer.errorfile``.
 * TensorBoard logs from the chief with ``--log-dir``: every epoch's scalars, the learning
   rate included.
 """

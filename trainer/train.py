@@ -16,6 +16,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -23,6 +24,7 @@ import numpy as np
 from trainer import ConfigError, pipeline, recipe, reporting, scratch
 from trainer._keras import keras, tf
 from trainer.cluster import EXIT_CLUSTER, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, ClusterInfo
+from trainer.errorfile import write_error
 
 # A peer died, froze past the collective timeout, or the collective was aborted.
 CLUSTER_ERRORS = (
@@ -50,13 +52,30 @@ def exit_on_sigterm() -> None:
     With a cluster, TensorFlow's coordination service takes over SIGTERM as a preemption
     notice and training goes on. Here the launcher (rendezvous, systemd) owns the
     lifecycle: a stopped worker must stop, and --backup-dir makes the restart resume.
+    A Python handler runs only once the main thread gets control back, which a step blocked
+    in a collective whose peer died does not give until TensorFlow's heartbeat fails it (8 s
+    measured). So the signal's wake-up byte is also read by a thread of its own, which does
+    not wait for the main thread (TensorFlow releases the GIL while it executes).
     """
 
-    def stop(signum, frame):
-        print("trainer: stopped by SIGTERM", file=sys.stderr, flush=True)
-        scratch.leave(128 + signum)
+    leaving = threading.Lock()  # the handler and the thread may both get there: one says it
+
+    def stop(signum, frame=None):
+        if leaving.acquire(blocking=False):
+            print("trainer: stopped by SIGTERM", file=sys.stderr, flush=True)
+            scratch.leave(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+    signal.set_wakeup_fd(wake_write, warn_on_full_buffer=False)
+
+    def watch():
+        while True:
+            if signal.SIGTERM in os.read(wake_read, 64):
+                stop(signal.SIGTERM)
+
+    threading.Thread(target=watch, name="sigterm", daemon=True).start()
 
 
 FINAL_WAIT_MIN_S = 600  # seconds the workers wait for each other at the end, at least
@@ -72,13 +91,13 @@ def run(args, cluster: ClusterInfo, dataset, start_time: float) -> int:
         exit_on_sigterm()  # after the strategy: creating it installs TensorFlow's handler
         result = train(strategy, args, cluster, dataset, start_time)
     except ConfigError as e:
-        return _fail(f"trainer: {e}", EXIT_CONFIG)
+        return _fail(f"trainer: {e}", EXIT_CONFIG, e)
     except OutputError as e:
-        return _fail(f"trainer: {e}", EXIT_FAILED)
+        return _fail(f"trainer: {e}", EXIT_FAILED, e)
     except CLUSTER_ERRORS as e:
-        return _fail(f"trainer: lost the cluster: {_describe(e)}", EXIT_CLUSTER)
+        return _fail(f"trainer: lost the cluster: {_describe(e)}", EXIT_CLUSTER, e)
     except tf.errors.OpError as e:
-        return _fail(f"trainer: training failed: {_describe(e)}", EXIT_FAILED)
+        return _fail(f"trainer: training failed: {_describe(e)}", EXIT_FAILED, e)
     first, last = result["initial_epoch"] + 1, result["epochs"]
     trained = f"epochs {first}-{last}" if first <= last else "no epochs left"
     print(
@@ -318,6 +337,7 @@ def _describe(e: Exception) -> str:
     return f"{type(e).__name__}: {head}"
 
 
-def _fail(message: str, code: int) -> int:
+def _fail(message: str, code: int, error: BaseException) -> int:
     print(message, file=sys.stderr, flush=True)
+    write_error(type(error).__name__, message.removeprefix("trainer: "), error)
     return code

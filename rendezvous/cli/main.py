@@ -23,11 +23,13 @@ from ..errors import (
     CommandNotExecutable,
     ConfigError,
     CoordinatorError,
+    JobStopped,
     LaunchError,
     MembershipError,
     NoDaemonError,
     RendezvousError,
     RendezvousTimeout,
+    RequestRefused,
 )
 from ..config.sources import CONFIG_VARIABLE, DEFAULT_CONFIG_FILE, Settings, load_settings, look_options, read_text
 
@@ -44,6 +46,7 @@ exit status:
        or the job wants a token this node lacks
   {AddressError.exit_code}    no usable network address / port
   {CoordinatorError.exit_code}    the coordinator aborted the round or was lost after the freeze
+  {JobStopped.exit_code}    `rendezvous stop` ended the job (also once the command has started)
   {LaunchError.exit_code}  the command was not found ({CommandNotExecutable.exit_code}: found, but not executable)
   129/130/143  stopped by SIGHUP/SIGINT/SIGTERM while waiting
 """
@@ -86,8 +89,29 @@ STATUS_EXIT_CODES = f"""\
 exit status:
   0    every daemon found answered
   {NoDaemonError.exit_code}    no daemon runs here (of JOB), or one did not answer; with --job: no node
-       of JOB was heard on the network, or its coordinator did not answer
+       of JOB was heard on the network (or through --peer), or its coordinator did not answer
+  {RequestRefused.exit_code}    with --job: the job needs a token (--token-file), or another one
   141  the output's reader went away (| head), as for a program SIGPIPE ends
+"""
+
+STOP_EXIT_CODES = f"""\
+exit status:
+  0    every member of the job ended
+  {RendezvousTimeout.exit_code}    --timeout passed before the job was found, took the stop, or every member ended
+  {RequestRefused.exit_code}    the job refused the stop: it needs a token (--token-file), or another one
+  {NoDaemonError.exit_code}    no node of JOB was heard on the network (or through --peer), or none coordinates it
+
+Each member's `rendezvous join` then exits with {JobStopped.exit_code}, whatever its command's status,
+and logs who asked: this host's address, user name and --reason. No restart follows.
+"""
+
+STOP_DESCRIPTION = """\
+Stop the job NAME on every node it runs on, from any host (member or not): find its
+coordinator as `status --job` does (mDNS, or --peer seeds), ask it to end the job, and
+wait until every member has ended. Every member stops its command (SIGTERM to its process
+group, SIGKILL after --stop-grace) and no restart round follows. A job with a token
+(--token-file on its nodes) takes only a stop signed with the same token; an unsigned or
+replayed one is refused and the job runs on.
 """
 
 STATUS_DESCRIPTION = """\
@@ -207,6 +231,17 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_options(status, SUBCOMMAND_OPTIONS["status"])
+
+    stop = commands.add_parser(
+        "stop",
+        parents=[output],
+        help="stop a running job on every node, from any host",
+        description=STOP_DESCRIPTION,
+        epilog=STOP_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="rendezvous stop --job NAME [options]",
+    )
+    _add_options(stop, SUBCOMMAND_OPTIONS["stop"])
     return parser
 
 
@@ -230,7 +265,8 @@ def _report_error(exc: RendezvousError, log_format: str) -> int:
         log.error("%s", exc)  # one more JSON line for the log shipper (logging bears a broken stream)
     else:
         try:
-            print(f"rendezvous: error: {exc}", file=sys.stderr)
+            # A stop is what someone asked for, not an error of this node.
+            print(f"rendezvous: {'' if isinstance(exc, JobStopped) else 'error: '}{exc}", file=sys.stderr)
         except (OSError, ValueError):  # a broken pipe or a closed stream
             pass
     return exc.exit_code
@@ -264,7 +300,9 @@ def _join(args: argparse.Namespace, command: Sequence[str]) -> int:
 
 def _look(args: argparse.Namespace) -> int:
     from ..observe.console import setup_logging
+    from .finding import lookup_from
     from .show import list_peers, show_job, show_status
+    from .stop import run_stop
 
     try:
         # The same checks as for join: -vvv is an error, not -vv; so is --job 'bad name!'.
@@ -276,13 +314,17 @@ def _look(args: argparse.Namespace) -> int:
     job, address, interface, as_json = given["job"], given["address"], given["interface"], given["json"]
     try:
         if args.subcommand == "peers":
-            print(list_peers(given["seconds"], address, interface, job, as_json, given["peers"]))
+            print(list_peers(given["seconds"], address, interface, job, as_json, given["peers"], given["discovery"]))
+            return 0
+        if args.subcommand == "stop":
+            run_stop(given, sys.stdout)
             return 0
         timeout = given["answer_timeout"]
         if job is not None and not given["local"]:
-            show_job(job, address, interface, timeout, as_json, given["watch"], interval=Timings().watch_interval)
+            show_job(job, address, interface, timeout, as_json, given["watch"], interval=Timings().watch_interval,
+                     lookup=lookup_from(given, job))
             return 0
-        text, errors = show_status(job, timeout, as_json)
+        text, errors = show_status(job, timeout, as_json, given["token_file"])
         print(text)
         for error in errors:
             print(f"rendezvous: error: {error}", file=sys.stderr)

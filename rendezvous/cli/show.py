@@ -16,12 +16,14 @@ from typing import IO, Optional, Sequence, Union
 from ..config.timings import Timings
 from ..host import runtime
 from ..host.address import choose_address
-from ..core.job import JobView, coordinator_endpoint, job_table, job_to_dict
+from ..core.job import JobView, job_table, job_to_dict
 from ..core.listing import advert_to_dict, peer_table
 from ..core.peer import IPAddress
 from ..core.seeds import parse_seeds
 from ..core.status import NodeStatus, describe_status, printable, status_to_dict
-from ..errors import NoDaemonError
+from ..core.auth import Keys
+from ..errors import ConfigError, NoDaemonError
+from .finding import Lookup, find_coordinator
 
 log = logging.getLogger(__name__)
 
@@ -30,15 +32,15 @@ CLEAR_SCREEN = "\033[H\033[J"
 
 
 def list_peers(seconds: float, address: Optional[str], interface: Optional[str],
-               job: Optional[str], as_json: bool, seeds: Sequence[str] = ()) -> str:
-    """Browse for `seconds` (over mDNS, or asking `seeds`) and return the table (or JSON)
-    of every node heard."""
+               job: Optional[str], as_json: bool, seeds: Sequence[str] = (), discovery: Optional[str] = None) -> str:
+    """Browse for `seconds` (over mDNS, or asking `seeds`, or as `discovery` says) and
+    return the table (or JSON) of every node heard."""
     from ..discovery import browse  # zeroconf and grpc are imported only when needed
     from ..discovery.combined import discovery_factory
 
     choice = choose_address(address, interface)
     log.debug("browsing on %s (%s) for %gs", choice.address, choice.reason, seconds)
-    factory = discovery_factory("unicast" if seeds else "mdns", parse_seeds(seeds))
+    factory = discovery_factory(discovery or ("unicast" if seeds else "mdns"), parse_seeds(seeds))
     adverts = asyncio.run(browse(factory, choice.address, seconds))
     if job is not None:
         adverts = [a for a in adverts if a.job == job]
@@ -51,10 +53,26 @@ def list_peers(seconds: float, address: Optional[str], interface: Optional[str],
     return peer_table(adverts)
 
 
-async def _ask_all(registrations: list[runtime.Registration], timeout: float) -> list[Union[NodeStatus, BaseException]]:
+async def _ask_all(registrations: list[runtime.Registration], timeout: float,
+                   token_file: Optional[str] = None) -> list[Union[NodeStatus, BaseException]]:
     from ..coordinator import fetch_status  # grpc is imported only when needed
 
-    return await asyncio.gather(*(fetch_status(r.endpoint, timeout) for r in registrations), return_exceptions=True)
+    return await asyncio.gather(*(fetch_status(r.endpoint, timeout, _local_keys(r, token_file)) for r in registrations),
+                                return_exceptions=True)
+
+
+def _local_keys(registration: runtime.Registration, token_file: Optional[str]) -> Optional[Keys]:
+    """The keys to ask a daemon of this machine with: of --token-file, else of the daemon's
+    own token file where this user may read it (its owner). None: ask unsigned, and a job
+    with a token says only that it needs one."""
+    from ..host.token import load_keys
+
+    path = token_file or registration.token_file or None
+    try:
+        return load_keys(path, registration.job)
+    except ConfigError as exc:
+        log.debug("asking pid %d unsigned: %s", registration.pid, exc)
+        return None
 
 
 def find_daemons(job: Optional[str]) -> list[runtime.Registration]:
@@ -77,11 +95,12 @@ def find_daemons(job: Optional[str]) -> list[runtime.Registration]:
     )
 
 
-def show_status(job: Optional[str], timeout: float, as_json: bool) -> tuple[str, list[str]]:
+def show_status(job: Optional[str], timeout: float, as_json: bool,
+                token_file: Optional[str] = None) -> tuple[str, list[str]]:
     """The status of every local daemon (or of JOB's) as text or JSON, and the errors of
     those that did not answer. NoDaemonError if none runs, or none answered."""
     daemons = find_daemons(job)
-    results = asyncio.run(_ask_all(daemons, timeout))
+    results = asyncio.run(_ask_all(daemons, timeout, token_file))
     shown: list[tuple[runtime.Registration, NodeStatus]] = []
     errors: list[str] = []
     for registration, result in zip(daemons, results):
@@ -100,28 +119,22 @@ def show_status(job: Optional[str], timeout: float, as_json: bool) -> tuple[str,
     return text, errors
 
 
-async def _find_coordinator(job: str, address: IPAddress, seconds: float) -> str:
+async def _find_coordinator(job: str, address: IPAddress, seconds: float, lookup: Lookup = Lookup()) -> str:
     """The endpoint to ask about `job`, from its nodes' adverts; NoDaemonError if none is heard."""
-    from ..discovery import browse
-    from ..discovery.mdns import MdnsDiscovery
-
-    adverts = await browse(MdnsDiscovery, address, seconds, lambda heard: coordinator_endpoint(heard, job) is not None)
-    endpoint = coordinator_endpoint(adverts, job)
-    if endpoint is None:
-        raise NoDaemonError(f"no node of job {job!r} answered on {address} within {seconds:g}s")
-    return endpoint
+    return await find_coordinator(job, address, seconds, lookup)
 
 
-async def fetch_job(job: str, address: IPAddress, timeout: float, endpoint: Optional[str] = None) -> tuple[JobView, str]:
+async def fetch_job(job: str, address: IPAddress, timeout: float, endpoint: Optional[str] = None,
+                    lookup: Lookup = Lookup()) -> tuple[JobView, str]:
     """The job as its coordinator sees it, and the coordinator's endpoint (to ask again).
     A node that does not coordinate names the one that does: that one is asked instead."""
     from ..coordinator import fetch_job_status
 
-    endpoint = endpoint or await _find_coordinator(job, address, timeout)
-    view = await fetch_job_status(endpoint, timeout)
+    endpoint = endpoint or await _find_coordinator(job, address, timeout, lookup)
+    view = await fetch_job_status(endpoint, timeout, lookup.keys, job)
     if not view.coordinating and view.coordinator is not None and view.coordinator.endpoint != endpoint:
         endpoint = view.coordinator.endpoint
-        view = await fetch_job_status(endpoint, timeout)
+        view = await fetch_job_status(endpoint, timeout, lookup.keys, job)
     return view, endpoint
 
 
@@ -133,16 +146,18 @@ def render_job(view: JobView, as_json: bool, watch: bool = False) -> str:
 
 
 def show_job(job: str, address: Optional[str], interface: Optional[str], timeout: float, as_json: bool,
-             watch: bool, out: IO[str] = sys.stdout, interval: float = Timings.watch_interval) -> None:
+             watch: bool, out: IO[str] = sys.stdout, interval: float = Timings.watch_interval,
+             *, lookup: Lookup = Lookup()) -> None:
     """Print the job's table (or JSON) once, or every `interval` seconds until interrupted
-    with `watch`: redrawn in place on a terminal, repeated below otherwise."""
+    with `watch`: redrawn in place on a terminal, repeated below otherwise. `lookup`: how the
+    job's nodes are found (seeds, --discovery) and its token's keys."""
     choice = choose_address(address, interface)
-    asyncio.run(_show_job(job, choice.address, timeout, as_json, watch, out, interval))
+    asyncio.run(_show_job(job, choice.address, timeout, as_json, watch, out, interval, lookup))
 
 
 async def _show_job(job: str, address: IPAddress, timeout: float, as_json: bool, watch: bool, out: IO[str],
-                    interval: float = Timings.watch_interval) -> None:
-    view, endpoint = await fetch_job(job, address, timeout)
+                    interval: float = Timings.watch_interval, lookup: Lookup = Lookup()) -> None:
+    view, endpoint = await fetch_job(job, address, timeout, lookup=lookup)
     in_place = watch and out.isatty()
     while True:
         text = render_job(view, as_json, watch)
@@ -155,6 +170,6 @@ async def _show_job(job: str, address: IPAddress, timeout: float, as_json: bool,
             return
         await asyncio.sleep(interval)
         try:
-            view, endpoint = await fetch_job(job, address, timeout, endpoint)
+            view, endpoint = await fetch_job(job, address, timeout, endpoint, lookup)
         except NoDaemonError:  # the coordinator changed (a new round) or is gone: look again
-            view, endpoint = await fetch_job(job, address, timeout)
+            view, endpoint = await fetch_job(job, address, timeout, lookup=lookup)

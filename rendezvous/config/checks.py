@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional
 
 from ..core import numbers
 from ..core.advert import MAX_EXPECT, validate_job
+from ..core.gpus import GpuPolicy
 from ..core.preflight import ALLOWABLE, ALWAYS_FATAL
 from ..core.round import MIN_LIVENESS_TIMEOUT
 from ..core.seeds import parse_seed
@@ -86,6 +87,8 @@ interface_problem = optional(_text("an interface name such as eth0"))
 interpreter_problem = optional(_text("the path of a Python interpreter"))
 token_file_problem = optional(_text("the path of a file holding the job's secret", path=True))
 sync_dir_problem = optional(_text("a directory path", path=True))
+output_dir_problem = optional(_text("a directory path", path=True))
+keep_rounds_problem = _whole_in(1, 100_000, "a whole number of rounds from 1 to 100000")
 
 
 _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
@@ -136,6 +139,17 @@ def address_problem(value: object) -> Optional[str]:
         ipaddress.ip_address(value)
     except ValueError:
         return f"must be a numeric IP address, got {value!r}"
+    return None
+
+
+def gpus_problem(value: object) -> Optional[str]:
+    """--gpus: all, min, none or a whole number (a number in the config file too)."""
+    try:
+        if not isinstance(value, str) and not is_whole(value):
+            raise ValueError(f"must be all, min, none or a number of GPUs, got {value!r}")
+        GpuPolicy.parse(str(value))
+    except ValueError as exc:
+        return str(exc)
     return None
 
 
@@ -191,7 +205,7 @@ def paths_problem(value: object) -> Optional[str]:
 def mismatches_problem(value: object) -> Optional[str]:
     if isinstance(value, (tuple, list)) and all(k in ALLOWABLE for k in value):
         return None
-    never = " and ".join(sorted(k.value for k in ALWAYS_FATAL))
+    never = ", ".join(sorted(k.value for k in ALWAYS_FATAL))
     return f"must name kinds from {', '.join(ALLOWABLE)} ({never} differences are always refused), got {value!r}"
 
 
@@ -276,3 +290,14 @@ def parse_timings(pairs: object) -> Timings:
         return Timings(**values)
     except ConfigError as exc:
         raise ValueError(str(exc)) from None
+
+
+def reason_problem(value: object) -> Optional[str]:
+    """`rendezvous stop --reason`: one line of printable text, short enough for a log line."""
+    if not isinstance(value, str):
+        return f"must be text, got {value!r}"
+    if len(value) > 200:
+        return f"must be at most 200 characters, got {len(value)}"
+    if not value.isprintable():
+        return f"must be one line of printable text, got {value!r}"
+    return None

@@ -12,7 +12,7 @@ from typing import Any, Optional
 from ..core.record import field, fields, record
 from ..core.size import Size
 from ..errors import ConfigError
-from .checks import parse_size
+from .checks import is_whole, parse_size
 from .options import BY_NAME, Kind, check_option
 from .timings import Timings
 
@@ -27,6 +27,8 @@ def _check_fields(config: object) -> None:
     for name in fields(config):
         if BY_NAME[name].kind is Kind.SIZE:  # JoinConfig(expect=3) is JoinConfig(expect=Size(3, 3))
             object.__setattr__(config, name, parse_size(getattr(config, name)))
+        if name == "gpus" and is_whole(getattr(config, name)):  # `gpus = 4` in the file is "4"
+            object.__setattr__(config, name, str(getattr(config, name)))
         check_option(name, getattr(config, name))
 
 
@@ -41,6 +43,8 @@ class JoinConfig:
     settle: float = _default("settle")
     address: Optional[str] = _default("address")
     interface: Optional[str] = _default("interface")
+    data_interface: Optional[str] = _default("data_interface")
+    data_address: Optional[str] = _default("data_address")
     port: Optional[int] = _default("port")
     peers: tuple[str, ...] = _default("peers")
     discovery: Optional[str] = _default("discovery")
@@ -56,8 +60,12 @@ class JoinConfig:
     same_file: tuple[str, ...] = _default("same_file")
     allow_mismatch: tuple[str, ...] = _default("allow_mismatch")
     python: Optional[str] = _default("python")
+    gpus: str = _default("gpus")
     sync_dir: Optional[str] = _default("sync_dir")
     sync_max_bytes: int = _default("sync_max_bytes")
+    output_dir: Optional[str] = _default("output_dir")
+    output_max_bytes: int = _default("output_max_bytes")
+    output_keep_rounds: int = _default("output_keep_rounds")
     timings: Timings = _default("timings")
 
     def __post_init__(self) -> None:

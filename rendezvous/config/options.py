@@ -28,6 +28,7 @@ from .timings import TIMING_NAMES, Timings, timing_key
 
 DEFAULT_JOB = "default"
 SYNC_MAX_BYTES = 20 << 30
+OUTPUT_MAX_BYTES = 1 << 30
 
 
 def default_trainer_command() -> tuple[str, ...]:
@@ -111,6 +112,14 @@ OPTIONS: tuple[Option, ...] = (
     Option("interface", Kind.TEXT, checks.interface_problem, None, group="network", metavar="NAME",
            help="advertise and listen on the address of this interface, e.g. eth0 (its IPv4 "
                 "one, and its IPv6 one too for a job that needs IPv6)"),
+    Option("data_interface", Kind.TEXT, checks.interface_problem, None, group="network", metavar="NAME",
+           help="a separate network for the training traffic, e.g. eth1: the TensorFlow workers "
+                "reach this node at that interface's address (TF_CONFIG), and NCCL and Gloo use "
+                "it (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, unless set); discovery and the "
+                "rendezvous stay on --address/--interface. Give it on every node or on none "
+                "(default: the training traffic uses the rendezvous address)"),
+    Option("data_address", Kind.TEXT, checks.address_problem, None, group="network", metavar="IP",
+           help="like --data-interface, naming the data network by this node's address on it"),
     Option("port", Kind.WHOLE, checks.port_problem, None, group="network", metavar="PORT",
            help=f"port of this node's rendezvous gRPC server; 0: any free port (default: "
                 f"{DEFAULT_PORT}, or any free port when another daemon of this host has it)"),
@@ -127,8 +136,8 @@ OPTIONS: tuple[Option, ...] = (
                 "all interfaces as TensorFlow listens on all of them)"),
     Option("metrics_port", Kind.WHOLE, checks.metrics_port_problem, None, group="network", metavar="PORT",
            help="serve Prometheus metrics (phase, round, restarts, members, command uptime and "
-                "exit code, training progress) at http://ADDRESS:PORT/metrics on this node's "
-                "address (default: off)"),
+                "exit code, training progress, the last failure) at http://ADDRESS:PORT/metrics on "
+                "this node's address (default: off)"),
     Option("token_file", Kind.TEXT, checks.token_file_problem, None, group="job", metavar="PATH",
            help="a file (mode 600, owned by you) holding the job's shared secret: only peers with "
                 "the same secret join, and every rendezvous message is signed with it (default: "
@@ -164,11 +173,16 @@ OPTIONS: tuple[Option, ...] = (
                 "is refused when its SHA-256 differs (repeatable)"),
     Option("allow_mismatch", Kind.LIST, checks.mismatches_problem, (), group="preflight", metavar="KIND",
            help=f"only warn when the nodes differ in this way: {', '.join(ALLOWABLE)} (repeatable). "
-                "A different TensorFlow major.minor or GPU count is always refused"),
+                "A different TensorFlow major.minor, or GPU count with --gpus all, is always refused"),
     Option("python", Kind.TEXT, checks.interpreter_problem, None, group="preflight", metavar="PATH",
            help="the interpreter the command runs, whose Python and TensorFlow versions are "
                 "compared (default: the command's, when it starts with python or a script run "
                 "by one; else the one running rendezvous)"),
+    Option("gpus", Kind.TEXT, checks.gpus_problem, "all", group="preflight", metavar="all|min|N|none",
+           help="how many GPUs each node's command uses, as CUDA_VISIBLE_DEVICES (the same on "
+                "every node): all of them ({default}; nodes with different GPU counts are "
+                "refused), min (as many as the node with the fewest has: a mixed fleet), N "
+                "(exactly N; a node with fewer is refused) or none (train on the CPU)"),
     Option("sync_dir", Kind.TEXT, checks.sync_dir_problem, None, group="launch", metavar="DIR",
            help="before every launch, make DIR on every node a copy of the newest one (the one "
                 "the previous round's chief wrote), and after the job succeeds, of the chief's: "
@@ -178,6 +192,16 @@ OPTIONS: tuple[Option, ...] = (
     Option("sync_max_bytes", Kind.WHOLE, checks.bytes_problem, SYNC_MAX_BYTES, group="launch", metavar="BYTES",
            help=f"refuse to sync a --sync-dir holding more than this (default: {{default}}, "
                 f"{SYNC_MAX_BYTES >> 30} GiB)"),
+    Option("output_dir", Kind.TEXT, checks.output_dir_problem, None, group="launch", metavar="DIR",
+           help="also write each round's output of the command (stdout and stderr, as the terminal "
+                "shows them) to DIR/<job>/round-<N>.<rank>.log; the log says where (default: off, "
+                "the terminal or journal only)"),
+    Option("output_max_bytes", Kind.WHOLE, checks.bytes_problem, OUTPUT_MAX_BYTES, group="launch", metavar="BYTES",
+           help=f"with --output-dir, the most one round's file keeps, the newest output: past half of it "
+                f"the file moves to <file>.1 and starts again (default: {{default}}, {OUTPUT_MAX_BYTES >> 30} GiB)"),
+    Option("output_keep_rounds", Kind.WHOLE, checks.keep_rounds_problem, 10, group="launch", metavar="N",
+           help="with --output-dir, keep the files of the last N rounds of the job, remove older ones "
+                "(default: {default})"),
     Option("verbose", Kind.COUNT, checks.verbose_problem, 0, group="output", short="-v",
            help="more log output: -v debug lines, -vv also zeroconf's and gRPC's (at most -vv: "
                 "more is an error)"),
@@ -235,7 +259,17 @@ LOOK_OPTIONS: dict[str, Option] = {o.name: o for o in (
     _look("answer_timeout", "how long to wait for each daemon's answer, and with --job to hear the job's "
                             "nodes (default: {default})", 3.0, Kind.SECONDS, checks.positive_seconds,
           metavar="SECONDS", long="--timeout"),
+    _look("reason", "why the job is stopped, for every member's log (beside this host's address "
+                    "and user name)", "", Kind.TEXT, checks.reason_problem, metavar="TEXT"),
 )}
+
+# `status --job`, `peers` and `stop` find a job's nodes as `join` does: over mDNS, or through seeds.
+_SEEDS = "ask this node (a seed) for the job's nodes where multicast does not pass; repeat it, or give " \
+         "a name with several addresses"
+_DISCOVERY = "how the job's nodes are found: mdns, unicast (through --peer seeds) or both (default: " \
+             "both with --peer, else mdns)"
+_TOKEN = "the job's token file, to sign the request with: a job with a token answers an unsigned one " \
+         "only with 'needs a token'"
 
 
 def _listen_only(name: str, group: str) -> Option:
@@ -253,6 +287,8 @@ SUBCOMMAND_OPTIONS: dict[str, tuple[Option, ...]] = {
         _listen_only("interface", "network"),
         _also("peers", "ask this node (a seed) instead of listening for multicast: it lists every node it "
                        "knows of; repeat it, or give a name with several addresses", (), group="network"),
+        _also("discovery", "how nodes are heard: mdns, unicast (through --peer seeds) or both (default: "
+                           "unicast with --peer, else mdns)", group="network"),
     ),
     "status": (
         _also("job", "the whole job NAME, asked of its coordinator"),
@@ -260,7 +296,26 @@ SUBCOMMAND_OPTIONS: dict[str, tuple[Option, ...]] = {
         LOOK_OPTIONS["json"],
         LOOK_OPTIONS["watch"],
         LOOK_OPTIONS["answer_timeout"],
+        _also("token_file", _TOKEN),
         _listen_only("address", "network (with --job)"),
         _listen_only("interface", "network (with --job)"),
+        _also("peers", _SEEDS + " (with --job)", (), group="network (with --job)"),
+        _also("discovery", _DISCOVERY, group="network (with --job)"),
+    ),
+    "stop": (
+        _also("job", "the job to stop (required)"),
+        LOOK_OPTIONS["reason"],
+        _also("token_file", "the job's token file, to sign the stop with: a job with a token refuses an "
+                            "unsigned (or replayed) stop, and runs on"),
+        _also("stop_grace", "seconds every member's command gets between SIGTERM and SIGKILL (default: each "
+                            "member's own --stop-grace)"),
+        _also("timeout", "give up waiting for the job's nodes to be found, take the stop and end after this "
+                         "long (default: {default})", 60.0),
+        replace(LOOK_OPTIONS["json"], help="one JSON object for scripts: who coordinated, the members, how "
+                                           "long they took to end"),
+        _listen_only("address", "network"),
+        _listen_only("interface", "network"),
+        _also("peers", _SEEDS, (), group="network"),
+        _also("discovery", _DISCOVERY, group="network"),
     ),
 }

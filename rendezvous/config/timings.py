@@ -88,6 +88,12 @@ class Timings:
     watch_interval: float = 1.0
     # How long a metrics scrape waits for the node's status.
     metrics_read_timeout: float = 5.0
+    # A signed `rendezvous stop` older than this (by the coordinator's clock) is refused as
+    # a possible replay; its nonce is remembered twice as long.
+    replay_window: float = 60.0
+    # A coordinator stopped between two rounds keeps answering its members' rejoins with
+    # the stop this long after their --abort-grace, so that none forms a new round without it.
+    stop_linger: float = 2.0
     # --prewarm: the next round's warm interpreter starts importing at the round's first
     # progress line, or this long after its start, not at once: its import would slow the
     # round's own start, on the same cores

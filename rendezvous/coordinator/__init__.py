@@ -8,11 +8,14 @@ from .client import (
     JoinSession,
     SessionLost,
     StatusUntrusted,
+    StopAnswer,
+    TokenNeeded,
     Untrusted,
     exchange,
     fetch_job_status,
     fetch_status,
     open_channel,
+    stop_job,
 )
 from .server import CoordinatorService, bind_server, serve
 
@@ -21,6 +24,8 @@ __all__ = [
     "JoinSession",
     "SessionLost",
     "StatusUntrusted",
+    "StopAnswer",
+    "TokenNeeded",
     "Untrusted",
     "bind_server",
     "exchange",
@@ -28,4 +33,5 @@ __all__ = [
     "fetch_status",
     "open_channel",
     "serve",
+    "stop_job",
 ]

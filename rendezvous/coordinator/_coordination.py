@@ -15,6 +15,7 @@ from ..core import round as rounds
 from ..core.manifest import out_of_sync
 from ..core.peer import Peer
 from ..core.round import Action, Round, RoundPhase, Step
+from ..core.stopping import StopOrder
 from ..v1 import rendezvous_pb2 as pb
 from . import _wire
 from ._watchdog import Watchdog
@@ -39,6 +40,9 @@ class Coordination:
         self.board = jobs.Board()  # what `status --job` shows beyond the round itself
         self.outboxes: dict[str, Outbox] = {}
         self._waiting_due: Optional[asyncio.TimerHandle] = None
+        # `rendezvous stop` ended the job: every later Join is answered with the stop.
+        self.stopped: Optional[StopOrder] = None
+        self.stopped_between_rounds = False
         self.watchdog = Watchdog(self)
 
     @property
@@ -100,7 +104,7 @@ class Coordination:
         )
         frozen = pb.Frozen(
             members=_wire.peers_to_pb(membership.members), cluster_digest=membership.digest,
-            warnings=state.warnings, liveness_timeout=self.liveness,
+            warnings=state.warnings, liveness_timeout=self.liveness, gpus=membership.gpus,
         )
         self.broadcast(self.message(frozen=frozen))
         self.watchdog.start()
@@ -118,12 +122,46 @@ class Coordination:
         ending = "no restart follows" if state.final else f"round {state.number + 1} follows"
         log.log(logging.ERROR if state.final else logging.WARNING, "round %d of job %r aborted (%s): %s",
                 state.number, state.job, ending, state.abort_reason)
-        self.note(lambda board: jobs.aborted(board, state.abort_reason or ""))
-        aborted = pb.Aborted(
-            reason=state.abort_reason or "", exit_code=state.exit_code, final=state.final, preflight=state.refused
-        )
-        self.broadcast(self.message(aborted=aborted))
+        self.note(lambda board: jobs.aborted(board, state.abort_reason or "", state.failure))
+        self.broadcast(self.aborted(state))
         self.end_streams()
+
+    def aborted(self, state: Round) -> pb.CoordinatorMessage:
+        aborted = pb.Aborted(
+            reason=state.abort_reason or "", exit_code=state.exit_code, final=state.final, preflight=state.refused,
+            stop=_wire.stop_order_to_pb(state.stop),
+            failure=_wire.failure_to_pb(state.failure) if state.failure else None,
+        )
+        return self.message(aborted=aborted)
+
+    def stopped_message(self) -> Optional[pb.CoordinatorMessage]:
+        """After a stop, what any Join is answered with: the stop itself."""
+        order = self.stopped
+        if order is None:
+            return None
+        return self.aborted(rounds.stop(rounds.Round(job=self.round.job, expect=self.round.expect,
+                                                     number=self.round.number), order).state)
+
+    def stop(self, order: StopOrder) -> tuple[Peer, ...]:
+        """`rendezvous stop`: end the round for every member, and every round after it for
+        whoever joins later (a member of a round being restarted comes back to learn of
+        it); the members told."""
+        state = self.round
+        told = state.membership.members if state.membership and state.running else state.joined
+        # This node's own member may be on its way back to the next round: it ends too.
+        by_id = {p.node_id: p for p in told}
+        if state.phase is not RoundPhase.COMPLETED:
+            by_id.setdefault(self.me.node_id, self.me)
+        log.warning("job %r: stop asked by %s in round %d (%s): ending it on %d members, no restart",
+                    state.job, order.describe(), state.number, state.phase.value, len(self.outboxes))
+        self.stopped = order
+        # Between two rounds, the members are on their way back: they learn of the stop on rejoining.
+        self.stopped_between_rounds = state.phase is RoundPhase.ABORTED and not state.final
+        if self._waiting_due is not None:
+            self._waiting_due.cancel()
+            self._waiting_due = None
+        self.apply(rounds.stop(state, order))
+        return tuple(sorted(by_id.values()))
 
     def _settle(self) -> None:
         self.apply(rounds.settle(self.round, time.monotonic()))

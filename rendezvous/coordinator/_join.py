@@ -70,6 +70,11 @@ class JoinStreams:
         if refusal is not None:
             await context.write(signer.seal(refusal_to_pb(c, refusal)))
             return
+        stopped = c.stopped_message()
+        if stopped is not None:  # a member back for the next round, or one late to the job
+            log.info("answered a Join from %s with the stop of job %r", source, c.round.job)
+            await context.write(signer.seal(stopped))
+            return
         try:
             peer = _wire.peer_from_pb(first.join.peer)
         except (ValueError, TypeError) as exc:
@@ -217,7 +222,8 @@ class JoinStreams:
             log.info("%s finished with exit code %d %s", peer.describe(), done.exit_code, printable(done.reason))
             c.note(lambda board: jobs.finished(board, peer.node_id, done.exit_code, time.monotonic()))
             sync = _wire.sync_from_pb(done.sync)
-            c.apply(rounds.finished(c.round, peer.node_id, done.exit_code, done.reason, sync))
+            failure = _wire.optional_failure_from_pb(done)
+            c.apply(rounds.finished(c.round, peer.node_id, done.exit_code, done.reason, sync, failure))
         elif kind == "progress":
             try:
                 progress = _wire.progress_from_pb(message.progress)

@@ -6,12 +6,13 @@ import json
 import logging
 import math
 from itertools import islice
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 
 from ..config.timings import Timings
 from ..core.admission import Header, Redirection
 from ..core.advert import MAX_EXPECT, PROTOCOL_VERSION, Advert, InvalidAdvert, Phase, decode_advert, validate_job
 from ..core.adverts import Gossip, Record
+from ..core.failure import Failure, bounded
 from ..core.auth import AuthError, Keys
 from ..core.job import JobView, MemberView
 from ..core.manifest import FileEntry, Manifest, PreviousChief, SyncSummary
@@ -20,6 +21,7 @@ from ..core.preflight import Fingerprint
 from ..core.progress import Progress, parse_progress
 from ..core.round import Round, RoundPhase
 from ..core.size import Size
+from ..core.stopping import StopOrder
 from ..core.status import NodeStatus, printable
 from ..core.tf_config import Membership
 from ..v1 import rendezvous_pb2 as pb
@@ -99,7 +101,8 @@ def redirect_to_pb(redirection: Redirection) -> pb.Redirect:
 
 def peer_to_pb(peer: Peer) -> pb.Peer:
     return pb.Peer(
-        node_id=peer.node_id, address=str(peer.address), port=peer.port, tf_port=peer.tf_port
+        node_id=peer.node_id, address=str(peer.address), port=peer.port, tf_port=peer.tf_port,
+        data_address=str(peer.data_address) if peer.data_address is not None else "",
     )
 
 
@@ -110,6 +113,7 @@ def peer_from_pb(message: pb.Peer) -> Peer:
         address=parse_address(message.address),
         port=message.port,
         tf_port=message.tf_port,
+        data_address=parse_address(message.data_address) if message.data_address else None,
     )
 
 
@@ -123,6 +127,9 @@ def fingerprint_to_pb(fingerprint: Fingerprint) -> pb.Fingerprint:
         tensorflow=fingerprint.tensorflow or "",
         gpus=fingerprint.gpus,
         files={path: digest or "" for path, digest in fingerprint.files.items()},
+        gpu_ids=fingerprint.gpu_ids,
+        gpu_option=fingerprint.gpu_option,
+        data_interface=fingerprint.data_interface,
     )
 
 
@@ -132,6 +139,9 @@ def fingerprint_from_pb(message: pb.Fingerprint) -> Fingerprint:
         tensorflow=message.tensorflow or None,
         gpus=tuple(message.gpus),
         files={path: digest or None for path, digest in message.files.items()},
+        gpu_ids=tuple(message.gpu_ids),
+        gpu_option=message.gpu_option or "all",  # an older node: --gpus all, as it behaves
+        data_interface=message.data_interface,
     )
 
 
@@ -175,6 +185,7 @@ def status_to_pb(status: NodeStatus) -> pb.StatusResponse:
         tensorflow=status.tensorflow,
         gpus=status.gpus,
         preflight=status.preflight,
+        gpu_count=membership.gpus if membership else None,
     )
     response.self.CopyFrom(peer_to_pb(status.node))
     if status.fingerprint is not None:
@@ -183,6 +194,8 @@ def status_to_pb(status: NodeStatus) -> pb.StatusResponse:
         response.coordinator.CopyFrom(peer_to_pb(coordinator))
     if status.progress is not None:
         response.progress.CopyFrom(progress_to_pb(status.progress))
+    if status.failure is not None:
+        response.failure.CopyFrom(failure_to_pb(status.failure))
     return response
 
 
@@ -195,7 +208,8 @@ def status_from_pb(message: pb.StatusResponse) -> NodeStatus:
     """Raises ValueError for a response that is not a valid status."""
     validate_job(message.header.job)  # printed by `status`: no control characters
     members = tuple(peer_from_pb(p) for p in message.members)
-    membership = Membership(job=message.header.job, round=message.header.round, members=members) if members else None
+    gpus = message.gpu_count if message.HasField("gpu_count") else None
+    membership = Membership(message.header.job, message.header.round, members, gpus) if members else None
     pid = message.trainer_pid or None
     return NodeStatus(
         node=peer_from_pb(message.self),
@@ -216,7 +230,30 @@ def status_from_pb(message: pb.StatusResponse) -> NodeStatus:
         gpus=dict(message.gpus),
         preflight=tuple(message.preflight),
         progress=progress_from_pb(message.progress) if message.HasField("progress") else None,
+        failure=optional_failure_from_pb(message),
     )
+
+
+def failure_to_pb(failure: Failure) -> pb.CommandFailure:
+    return pb.CommandFailure(
+        node_id=failure.node_id, address=failure.address, rank=NO_RANK if failure.rank is None else failure.rank,
+        exit_code=failure.exit_code, signal=failure.signal, reason=failure.reason, error_type=failure.error_type,
+        message=failure.message, tail=failure.tail, from_error_file=failure.from_error_file,
+    )
+
+
+def failure_from_pb(message: pb.CommandFailure) -> Failure:
+    """Bounded and scrubbed, whoever sent it."""
+    return bounded(Failure(
+        node_id=message.node_id, address=message.address, rank=None if message.rank < 0 else message.rank,
+        exit_code=message.exit_code, signal=message.signal, reason=message.reason, error_type=message.error_type,
+        message=message.message, tail=tuple(message.tail[-1000:]), from_error_file=message.from_error_file,
+    ))
+
+
+def optional_failure_from_pb(message: Any, name: str = "failure") -> Optional[Failure]:
+    """The failure a message carries in its field `name`; None where it has none."""
+    return failure_from_pb(getattr(message, name)) if message.HasField(name) else None
 
 
 _PROGRESS_FIELDS = ("epoch", "epochs", "step", "loss", "images_per_s")
@@ -272,6 +309,8 @@ def job_view_to_pb(view: JobView, sender: str) -> pb.JobStatusResponse:
     )
     if view.coordinator is not None:
         response.coordinator.CopyFrom(peer_to_pb(view.coordinator))
+    if view.last_failure is not None:
+        response.last_failure.CopyFrom(failure_to_pb(view.last_failure))
     return response
 
 
@@ -288,6 +327,7 @@ def job_view_from_pb(message: pb.JobStatusResponse) -> JobView:
         restarts=message.restarts,
         last_abort=message.last_abort_reason or None,
         coordinating=message.coordinating,
+        last_failure=optional_failure_from_pb(message, "last_failure"),
     )
 
 
@@ -391,3 +431,18 @@ def exchange_in(request: pb.Adverts, keys: Optional[Keys], source: str) -> tuple
         log.debug("an Exchange from %s brings nothing in: %s", printable(source), exc)
         return _auth.Signer(None), Gossip(known=dict(islice(request.known.items(), MAX_RECORDS)))
     return signer, gossip_from_pb(request)
+
+
+def stop_order_to_pb(order: Optional[StopOrder]) -> Optional[pb.StopOrder]:
+    if order is None:
+        return None
+    message = pb.StopOrder(address=order.address, user=order.user, reason=order.reason)
+    if order.grace is not None:
+        message.stop_grace = order.grace
+    return message
+
+
+def stop_order_from_pb(message: pb.StopOrder) -> StopOrder:
+    """ValueError for a grace that is not a number of seconds from 0."""
+    grace = message.stop_grace if message.HasField("stop_grace") else None
+    return StopOrder(address=message.address, user=message.user, reason=message.reason, grace=grace)

@@ -6,12 +6,14 @@ import asyncio
 import logging
 import math
 import time
-from typing import Optional, Sequence, Union
+from typing import Optional, Union
 
 import grpc
+from google.protobuf.message import Message
 
 from ..core.advert import Advert
 from ..core.auth import AuthError, Keys
+from ..core.failure import Failure
 from ..core.manifest import SyncSummary
 from ..core.member import (
     Aborted,
@@ -30,11 +32,13 @@ from ..core.job import JobView
 from ..core.peer import Peer
 from ..core.preflight import Fingerprint
 from ..core.progress import Progress
+from ..core.record import record
 from ..core.round import MIN_LIVENESS_TIMEOUT
 from ..core.size import Size
 from ..core.status import NodeStatus, printable
+from ..core.stopping import StopOrder
 from ..core.tf_config import Membership
-from ..errors import NoDaemonError
+from ..errors import NoDaemonError, RequestRefused
 from ..v1 import rendezvous_pb2 as pb
 from ..v1 import rendezvous_pb2_grpc as pb_grpc
 from . import _auth, _wire
@@ -103,8 +107,10 @@ class JoinSession:
     async def ready(self, digest: str, sync: Optional[SyncSummary] = None) -> None:
         await self._write(self._message(ready=pb.Ready(cluster_digest=digest, sync=_wire.sync_to_pb(sync))))
 
-    async def finished(self, exit_code: int, reason: str = "", sync: Optional[SyncSummary] = None) -> None:
-        finished = pb.Finished(exit_code=exit_code, reason=reason, sync=_wire.sync_to_pb(sync))
+    async def finished(self, exit_code: int, reason: str = "", sync: Optional[SyncSummary] = None,
+                       failure: Optional[Failure] = None) -> None:
+        finished = pb.Finished(exit_code=exit_code, reason=reason, sync=_wire.sync_to_pb(sync),
+                               failure=_wire.failure_to_pb(failure) if failure else None)
         await self._write(self._message(finished=finished))
 
     async def synced(self, digest: str, error: str = "") -> None:
@@ -148,7 +154,8 @@ class JoinSession:
                 return Waiting(joined, _wire.size_from_pb(message.waiting))
             if kind == "frozen":
                 members = tuple(_wire.peer_from_pb(p) for p in message.frozen.members)
-                membership = Membership(job=message.header.job, round=message.header.round, members=members)
+                gpus = message.frozen.gpus if message.frozen.HasField("gpus") else None
+                membership = Membership(message.header.job, message.header.round, members, gpus)
                 liveness = message.frozen.liveness_timeout
                 if not (liveness == 0 or MIN_LIVENESS_TIMEOUT <= liveness < math.inf):
                     raise ValueError(f"liveness timeout {liveness!r} is not a number of seconds "
@@ -168,7 +175,8 @@ class JoinSession:
             return Rejected(reason, message.rejected.message)
         if kind == "aborted":
             aborted = message.aborted
-            return Aborted(aborted.reason, aborted.exit_code, aborted.final, aborted.preflight)
+            return Aborted(aborted.reason, aborted.exit_code, aborted.final, aborted.preflight, self._stop_of(aborted),
+                           _wire.optional_failure_from_pb(aborted))
         if kind == "completed":
             return Completed()
         if kind == "sync_from":
@@ -181,6 +189,18 @@ class JoinSession:
             return Heartbeat()
         return Aborted(f"coordinator {self.endpoint} sent an unknown message {kind!r}")
 
+    def _stop_of(self, aborted: pb.Aborted) -> Optional[StopOrder]:
+        """Who stopped the job, if `rendezvous stop` did; a stop with a grace that is no
+        number of seconds still stops, with this node's own --stop-grace."""
+        if not aborted.HasField("stop"):
+            return None
+        try:
+            return _wire.stop_order_from_pb(aborted.stop)
+        except ValueError as exc:
+            log.warning("coordinator %s: %s; this node's --stop-grace applies", self.endpoint, printable(str(exc)))
+            aborted.stop.ClearField("stop_grace")
+            return _wire.stop_order_from_pb(aborted.stop)
+
     async def close(self) -> None:
         self._call.cancel()
         if self._channel is not None:
@@ -189,16 +209,39 @@ class JoinSession:
             await self._call.wait_closed()
 
 
-async def _ask(endpoint: str, timeout: float, method: str, request: pb.StatusRequest):
-    """One read-only call (Status, JobStatus); NoDaemonError if it gets no answer in time."""
+class TokenNeeded(RequestRefused):
+    """The job has a token, and the request was not signed: that is all it said."""
+
+
+class Unreachable(NoDaemonError):
+    """Nothing listens at the endpoint (connection refused): no daemon runs there now."""
+
+
+class TokenRefused(RequestRefused, StatusUntrusted):
+    """A signed request refused, or an answer not signed with the request's token: the two
+    sides hold different tokens (`status --job` and `stop` exit with RequestRefused's status)."""
+
+
+async def _ask(endpoint: str, timeout: float, method: str, request: Message):
+    """One unary call (Status, JobStatus, Stop); NoDaemonError if it gets no answer in time,
+    TokenNeeded if it was unsigned and the job has a token, StatusUntrusted if it was signed
+    and refused."""
     async with grpc.aio.insecure_channel(endpoint, options=_wire.channel_options()) as channel:
         call = getattr(pb_grpc.RendezvousStub(channel), method)
         try:
             return await call(request, timeout=timeout)
         except grpc.aio.AioRpcError as exc:
-            if exc.code() is grpc.StatusCode.UNAUTHENTICATED:
-                raise StatusUntrusted(f"{endpoint} refused this node's signed request") from None
             details = printable(exc.details() or "")
+            if exc.code() is grpc.StatusCode.UNAUTHENTICATED:
+                if not request.header.auth.scheme:  # type: ignore[attr-defined]
+                    raise TokenNeeded(f"{endpoint}: {details}") from None
+                raise TokenRefused(f"{endpoint} refused this node's signed request: {details}") from None
+            if exc.code() is grpc.StatusCode.UNAVAILABLE:
+                raise Unreachable(f"no daemon answers at {endpoint}: {details}") from None
+            if exc.code() is grpc.StatusCode.UNIMPLEMENTED:
+                raise RequestRefused(f"{endpoint} runs a rendezvous without {method} (an older version)") from None
+            if exc.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT):
+                raise RequestRefused(f"{endpoint} refused the request: {details}") from None
             raise NoDaemonError(f"the daemon at {endpoint} did not answer: {exc.code().name} {details}") from None
 
 
@@ -220,13 +263,52 @@ async def fetch_status(
         raise NoDaemonError(f"the daemon at {endpoint} sent an invalid status: {printable(str(exc))}") from None
 
 
-async def fetch_job_status(endpoint: str, timeout: float) -> JobView:
-    """The job as the daemon at `endpoint` sees it; NoDaemonError if it does not answer."""
-    response = await _ask(endpoint, timeout, "JobStatus", pb.StatusRequest())
+async def fetch_job_status(endpoint: str, timeout: float, keys: Optional[Keys] = None, job: str = "") -> JobView:
+    """The job as the daemon at `endpoint` sees it; NoDaemonError if it does not answer, or
+    (with `keys`, those of `job`) if its answer is not signed with them."""
+    signer, request = _auth.sign_request(keys, pb.StatusRequest(header=_wire.header(job, 0, "")))
+    response = await _ask(endpoint, timeout, "JobStatus", request)
     try:
+        signer.open(response)
         return _wire.job_view_from_pb(response)
+    except AuthError as exc:
+        raise TokenRefused(f"the answer of {endpoint}: {exc}") from None
     except ValueError as exc:
         raise NoDaemonError(f"the daemon at {endpoint} sent an invalid job status: {printable(str(exc))}") from None
+
+
+@record
+class StopAnswer:
+    """What the node asked to stop a job said: whether it coordinates the job (else whom it
+    believes does), the members it told to stop, and the round and phase the stop came in."""
+
+    coordinating: bool
+    coordinator: Optional[Peer] = None
+    members: tuple[Peer, ...] = ()
+    round: int = 0
+    phase: str = ""
+
+
+async def stop_job(
+    endpoint: str, job: str, timeout: float, keys: Optional[Keys] = None, user: str = "", reason: str = "",
+    grace: Optional[float] = None,
+) -> StopAnswer:
+    """Ask the node at `endpoint` to stop `job`: signed with `keys` if given, stamped with
+    this machine's clock (the coordinator refuses a replayed or stale one)."""
+    request = pb.StopRequest(header=_wire.header(job, 0, ""), user=user, reason=reason)
+    if grace is not None:
+        request.stop_grace = grace
+    signer, request = _auth.sign_request(keys, request, now_ms=int(time.time() * 1e3))
+    response = await _ask(endpoint, timeout, "Stop", request)
+    try:
+        signer.open(response)
+        members = tuple(_wire.peer_from_pb(p) for p in response.members)
+        coordinator = _wire.optional_peer_from_pb(response.coordinator)
+    except AuthError as exc:
+        raise TokenRefused(f"the answer of {endpoint}: {exc}") from None
+    except (ValueError, TypeError) as exc:
+        raise NoDaemonError(f"the daemon at {endpoint} sent an invalid answer: {printable(str(exc))}") from None
+    return StopAnswer(response.coordinating, coordinator, members, response.round, printable(response.phase, 40))
 
 
 def open_channel(endpoint: str) -> grpc.aio.Channel:

@@ -35,6 +35,7 @@ from . import _auth, _wire, limits
 from ._coordination import Coordination
 from ._join import JoinStreams, check_header
 from ._guard import Guard, source_of
+from ._stop import Stops, coordinating, open_signed
 from .transfer import FileSource
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         # The latest round this node knows its job in bounds the rounds a Join may ask for
         # (core.admission.round_limit): by default its own.
         self._joins = JoinStreams(self._c, self._guard, keys, target, job_round or (lambda: status().round))
+        self._stops = Stops(self._c, self._guard, keys, target, timings.replay_window)
 
     @property
     def round(self) -> Round:
@@ -88,6 +90,11 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
     @property
     def board(self) -> jobs.Board:
         return self._c.board
+
+    @property
+    def stopped_between_rounds(self) -> bool:
+        """`rendezvous stop` came while the members were on their way to the next round."""
+        return self._c.stopped_between_rounds
 
     @property
     def heartbeat_interval(self) -> float:
@@ -116,14 +123,10 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
     async def Status(self, request: pb.StatusRequest, context: grpc.aio.ServicerContext) -> pb.StatusResponse:  # noqa: N802
         """Anyone may ask (`rendezvous status` has no token); a signed request gets a
         signed answer, which a peer can trust."""
-        signer = _auth.Signer(None)
         if request is None:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "not a StatusRequest")
-        if request.header.auth.scheme:
-            try:
-                signer = _auth.open_request(self._keys, request)
-            except AuthError as exc:
-                await self._guard.refuse(context, source_of(context), str(exc))
+        # With a token, an unsigned request learns only that the job needs one.
+        signer = await open_signed(self._keys, self.round.job, self._guard, request, context)
         if request.HasField("caller"):
             self._take_hint(request.caller, context)
         return signer.seal(_wire.status_to_pb(self._status()))
@@ -140,18 +143,24 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
             return
         self._hint(advert)
 
-    async def JobStatus(self, request: pb.StatusRequest, context: grpc.aio.ServicerContext) -> pb.JobStatusResponse:  # noqa: N802
+    async def JobStatus(self, request: Optional[pb.StatusRequest], context: grpc.aio.ServicerContext) -> pb.JobStatusResponse:  # noqa: N802
+        if request is None:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "not a StatusRequest")
+        signer = await open_signed(self._keys, self.round.job, self._guard, request, context)
         me, state = self._c.me, self._c.round
         target = self._target()
-        coordinating = bool(state.joined) or target.endpoint == me.endpoint
-        if not coordinating:
+        if not coordinating(self._c, target):
             view = jobs.JobView(
                 job=state.job, round=state.number, phase=state.phase.value,
                 expect=state.expect, coordinator=target.peer, coordinating=False,
             )
         else:
             view = jobs.job_view(state, self._c.board, me, time.monotonic())
-        return _wire.job_view_to_pb(view, me.node_id)
+        return signer.seal(_wire.job_view_to_pb(view, me.node_id))
+
+    async def Stop(self, request: Optional[pb.StopRequest], context: grpc.aio.ServicerContext) -> pb.StopResponse:  # noqa: N802
+        """`rendezvous stop --job` (coordinator._stop)."""
+        return await self._stops.serve(request, context)
 
     async def GetManifest(self, request: Optional[pb.ManifestRequest], context: grpc.aio.ServicerContext) -> pb.ManifestResponse:  # noqa: N802
         await self._check_files(request, context)

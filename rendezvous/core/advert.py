@@ -119,6 +119,8 @@ class Advert:
             txt["auth"] = "1"
         if self.alternate is not None:
             txt["alt"] = str(self.alternate)
+        if self.peer.data_address is not None:
+            txt["data"] = str(self.peer.data_address)
         return txt
 
 
@@ -197,7 +199,8 @@ def decode_advert(
     alternate = _alternate(props)
     try:
         address = _primary(addresses, alternate)
-        peer = Peer(node_id=_text(props, "node"), address=address, port=port, tf_port=tf_port)
+        data = parse_address(_text(props, "data")) if b"data" in props else None
+        peer = Peer(node_id=_text(props, "node"), address=address, port=port, tf_port=tf_port, data_address=data)
     except ValueError as exc:
         raise InvalidAdvert(str(exc)) from None
     return Advert(

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from .advert import Advert, Phase
+from .failure import Failure, failure_to_dict
 from .peer import Peer, elect_coordinator
 from .progress import Progress, describe, progress_to_dict
 from .record import field, record, replace
@@ -42,6 +43,7 @@ class Board:
     released_at: Optional[float] = None
     members: Mapping[str, MemberRecord] = field(default_factory=dict)
     last_abort: Optional[str] = None  # kept across rounds: why the previous one ended
+    last_failure: Optional[Failure] = None  # the failed command that caused that end, if one did
 
     def record(self, node_id: str) -> MemberRecord:
         return self.members.get(node_id, MemberRecord())
@@ -52,7 +54,8 @@ class Board:
 
 def for_round(board: Board, number: int) -> Board:
     """The board of round `number`: a new round starts empty, but for the last abort."""
-    return board if number == board.round else Board(round=number, last_abort=board.last_abort)
+    return board if number == board.round else Board(round=number, last_abort=board.last_abort,
+                                                      last_failure=board.last_failure)
 
 
 def released(board: Board, now: float) -> Board:
@@ -67,8 +70,8 @@ def finished(board: Board, node_id: str, exit_code: int, now: float) -> Board:
     return board._with(node_id, exit_code=exit_code, finished_at=now)
 
 
-def aborted(board: Board, reason: str) -> Board:
-    return replace(board, last_abort=reason)
+def aborted(board: Board, reason: str, failure: Optional[Failure] = None) -> Board:
+    return replace(board, last_abort=reason, last_failure=failure)
 
 
 def _lagging(values: Mapping[str, float], lag: float) -> set[str]:
@@ -131,6 +134,7 @@ class JobView:
     restarts: int = 0
     last_abort: Optional[str] = None
     coordinating: bool = True  # False: the node asked only knows who coordinates
+    last_failure: Optional[Failure] = None
 
 
 def _member_phase(state: Round, board: Board, node_id: str) -> Phase:
@@ -170,6 +174,7 @@ def job_view(state: Round, board: Board, coordinator: Peer, now: float) -> JobVi
     return JobView(
         job=state.job, round=state.number, phase=state.phase.value, expect=state.expect,
         coordinator=coordinator, members=rows, restarts=state.number - 1, last_abort=board.last_abort,
+        last_failure=board.last_failure,
     )
 
 
@@ -222,6 +227,9 @@ def job_table(view: JobView) -> str:
     lines = [head]
     if view.last_abort:
         lines.append(f"last round ended: {view.last_abort}")
+    if view.last_failure is not None:
+        lines.append(f"last failure: {view.last_failure.headline()}")
+        lines += [f"    {line}" for line in view.last_failure.details()]
     if view.members:
         lines += _table([COLUMNS] + [_row(m) for m in view.members])
     else:
@@ -238,6 +246,7 @@ def job_to_dict(view: JobView) -> dict[str, Any]:
         **view.expect.fields(),
         "restarts": view.restarts,
         "last_abort_reason": view.last_abort,
+        "last_failure": failure_to_dict(view.last_failure) if view.last_failure else None,
         "coordinator": peer_to_dict(view.coordinator) if view.coordinator else None,
         "members": [
             {

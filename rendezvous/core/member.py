@@ -8,10 +8,9 @@ peers send; this module decides what a peer does with what its coordinator sends
        |  +-- Waiting / Redirected / Lost     +------- Aborted, Lost, Completed: ENDED --------+
        +-- Rejected, a broken protocol: FAILED (no restart helps)
 
-An ENDED round is followed by the next one unless `RoundEnd.final` (or `Policy`) says no.
-
-`step(state, event, now)` returns the next state and the one action the node must carry
-out. Nothing here reads a clock, opens a socket or touches the environment.
+An ENDED round is followed by the next one unless `RoundEnd.final` (or `Policy`) says no; never
+after `rendezvous stop`. `step(state, event, now)` returns the next state and the one action the
+node must carry out. Nothing here reads a clock, opens a socket or touches the environment.
 """
 
 from __future__ import annotations
@@ -20,10 +19,12 @@ from enum import Enum
 from typing import Optional, Union
 
 from ..errors import CoordinatorError, MembershipError, RendezvousError
+from .failure import Failure
 from .peer import Peer, describe_peers
 from .record import record, replace
-from .round import ROUND_FAILED, Policy, heartbeat_interval, paused
+from .round import ROUND_FAILED, Policy, heartbeat_interval
 from .size import Size
+from .stopping import STOPPED, StopOrder
 from .tf_config import Membership
 
 # -- what the coordinator says (the Join stream, decoded) -------------------------------
@@ -69,6 +70,8 @@ class Aborted:
     exit_code: int = ROUND_FAILED
     final: bool = False
     preflight: bool = False  # refused by the preflight, before the freeze
+    stop: Optional[StopOrder] = None  # `rendezvous stop` ended the job: who asked, no restart (exit 8)
+    failure: Optional[Failure] = None  # the failed command that caused it
 
 
 @record
@@ -105,8 +108,7 @@ class Lost:
 
 @record
 class Untrusted:
-    """Authentication with the coordinator failed: it does not hold the job's token, or
-    this node's is not the job's."""
+    """Authentication with the coordinator failed: it lacks the job's token, or this node's is not the job's."""
 
     reason: str
 
@@ -192,6 +194,8 @@ class RoundEnd:
     exit_code: int
     final: Optional[bool] = None
     completed: bool = False
+    stop: Optional[StopOrder] = None  # `rendezvous stop` ended the job
+    failure: Optional[Failure] = None  # the failed command that ended it, as the coordinator said
 
 
 MemberAction = Union[Wait, Confirm, Start, Rejoin, Sync, Fail, Report, RoundEnd]
@@ -242,8 +246,7 @@ class Member:
         return heartbeat_interval(self.liveness_timeout)
 
     def joining(self, endpoint: str, target: Optional[Peer], me: Optional[Peer] = None) -> "Member":
-        """A new Join stream to `endpoint` (the peer behind it, if known) is opening, for
-        this node as `me` when it switched to its address of the job's IP family."""
+        """A new Join stream to `endpoint` (the peer behind it, if known), as `me` when it changed."""
         return replace(self, endpoint=endpoint, target=target, me=me or self.me)
 
     @property
@@ -252,9 +255,8 @@ class Member:
 
     @property
     def joined_to_self(self) -> bool:
-        """This node is its own coordinator. Both sides share one process, so neither needs
-        the other's proof of life: no heartbeats, no silence check (a lone node waiting
-        for its peers then costs nothing while it waits)."""
+        """This node is its own coordinator. Both sides share one process, so neither needs the other's
+        proof of life: no heartbeats, no silence check (a lone node waiting then costs nothing)."""
         return self.endpoint == self.me.endpoint
 
     def poll_interval(self, watching_command: bool, next_lapse: Optional[float]) -> Optional[float]:
@@ -315,8 +317,10 @@ def step(state: Member, event: MemberEvent, now: float) -> Step:
 
 
 def _aborted(state: Member, event: Aborted) -> RoundEnd:
-    reason = f"the coordinator {state.endpoint} aborted the round: {event.reason}"
-    return RoundEnd(reason, event.exit_code, final=event.final)
+    if event.stop is not None:  # `rendezvous stop`, not a failure: the job ends on every member alike
+        return RoundEnd(f"the job was stopped by {event.stop.describe()}", STOPPED, final=True, stop=event.stop)
+    return RoundEnd(f"the coordinator {state.endpoint} aborted the round: {event.reason}", event.exit_code,
+                    final=event.final, failure=event.failure)
 
 
 def _while_running(state: Member, event: MemberEvent) -> Step:
@@ -399,42 +403,6 @@ def _on_target_changed(state: Member, event: TargetChanged) -> Step:
     if event.endpoint != state.endpoint:
         return Step(state, Rejoin())
     return Step(state, Wait())
-
-
-# -- listening on a stream: the coordinator's silence, this node's pauses, a stopped command --
-
-
-@record
-class Listening:
-    """What a member noticed on one Join stream. `silence`: seconds spent waiting on it since the
-    coordinator was last heard, not on other work or stopped (what it sent is not known yet)."""
-
-    silence: float = 0.0
-    stopped_since: Optional[float] = None  # this node's command, stopped (SIGSTOP)
-    paused_for: Optional[float] = None  # how late the last wait woke: the process did not run
-
-    def woke(self, state: Member, asked: float, poll: Optional[float], now: float) -> "Listening":
-        """The wait from `asked`, for at most `poll`, ended at `now`: far later, it was paused."""
-        if poll is not None and paused(asked + poll, now, state.heartbeat_interval):
-            return replace(self, silence=0.0, paused_for=now - asked - poll)
-        return replace(self, silence=self.silence + now - asked, paused_for=None)
-
-    def heard(self) -> "Listening":
-        return replace(self, silence=0.0)
-
-    def silent(self, state: Member) -> Optional[Lost]:
-        """Lost to silence: heartbeats come from the freeze on (not to the coordinator's own member)."""
-        if state.frozen and not state.joined_to_self and self.silence > state.liveness_timeout:
-            return Lost(f"nothing heard from it for {self.silence:.1f} s")
-        return None
-
-    def command(self, state: Member, stopped: bool, now: float) -> tuple["Listening", Optional[CommandExited]]:
-        """The command is `stopped` (SIGSTOP) at `now`, or runs; stopped past the liveness timeout, it failed."""
-        since = (now if self.stopped_since is None else self.stopped_since) if stopped else None
-        if since is not None and now - since > state.liveness_timeout:
-            return replace(self, stopped_since=since), CommandExited(
-                ROUND_FAILED, f"command stopped (SIGSTOP) for {now - since:.1f} s")
-        return replace(self, stopped_since=since), None
 
 
 def start_delay(start_in: float, delay: float) -> float:

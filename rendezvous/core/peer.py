@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from functools import cached_property, total_ordering
-from typing import Iterable, Union
+from typing import Iterable, Optional, Union
 
 from .numbers import parse_whole
 from .record import record
@@ -71,22 +71,27 @@ def _check_port(name: str, value: int) -> None:
 @total_ordering
 @record
 class Peer:
-    """One node of a job: who it is, where its rendezvous server listens, its TF port.
+    """One node of a job: who it is, where its rendezvous server listens, its TF port,
+    and the address of its data network (`--data-interface`), where its TensorFlow
+    worker is reached instead of `address` when it has one.
 
     Peers order by address in numeric order (so 10.0.0.9 < 10.0.0.10), then gRPC port,
-    then node id; IPv4 sorts before IPv6.
+    then node id; IPv4 sorts before IPv6. The data address does not change the order.
     """
 
     node_id: str
     address: IPAddress
     port: int
     tf_port: int
+    data_address: Optional[IPAddress] = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.node_id, str) or not NODE_ID_PATTERN.fullmatch(self.node_id):
             raise ValueError(f"node id must be 8-32 lowercase hex digits, got {self.node_id!r}")
         if not isinstance(self.address, (ipaddress.IPv4Address, ipaddress.IPv6Address)):
             raise TypeError(f"address must be an ipaddress object, got {self.address!r}")
+        if self.data_address is not None and not isinstance(self.data_address, (ipaddress.IPv4Address, ipaddress.IPv6Address)):
+            raise TypeError(f"data_address must be an ipaddress object, got {self.data_address!r}")
         _check_port("port", self.port)
         _check_port("tf_port", self.tf_port)
 
@@ -111,8 +116,11 @@ class Peer:
 
     @property
     def tf_endpoint(self) -> str:
-        """host:port of the TensorFlow worker, as it appears in TF_CONFIG."""
-        return f"{self.host}:{self.tf_port}"
+        """host:port of the TensorFlow worker, as it appears in TF_CONFIG: on the data
+        network when the node has one."""
+        data = self.data_address
+        host = self.host if data is None else f"[{data}]" if data.version == 6 else str(data)
+        return f"{host}:{self.tf_port}"
 
     def describe(self) -> str:
         return f"{self.address} ({self.node_id})"

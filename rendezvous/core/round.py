@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Mapping, Optional
 
 from . import preflight
+from .failure import Failure
 from .manifest import SourceChoice, SyncSummary, choose_source, out_of_sync
 from .peer import Peer, describe_peers, shared_address
 from .preflight import Fingerprint
@@ -41,6 +42,7 @@ from .round_state import (  # the round as data, importable from here as before
     Step as Step,
 )
 from .size import Size
+from .stopping import STOPPED, StopOrder
 from .tf_config import Membership
 
 
@@ -102,13 +104,15 @@ def join(state: Round, peer: Peer, expect: Size, now: float, fingerprint: Option
 
 def check_preflight(frozen: Round) -> Step:
     """Compare the frozen members' fingerprints: a refused difference ends the job on every
-    node before any command starts (no restart mends it); allowed ones go out with the list."""
+    node before any command starts (no restart mends it); allowed ones go out with the list,
+    and so does the GPU count `--gpus` chose for this round's members."""
     assert frozen.membership is not None
     members = [(p, f) for p in frozen.membership.members if (f := frozen.fingerprints.get(p.node_id))]
-    verdict = preflight.compare(members, frozen.policy.allow_mismatch)
+    verdict = preflight.compare(members, frozen.policy.allow_mismatch, frozen.policy.gpus)
     if verdict.refused:
         return abort(replace(frozen, refused=True), verdict.reason, preflight.REFUSED, final=True)
-    return Step(replace(frozen, warnings=verdict.warning_lines()), Action.BROADCAST_FROZEN)
+    membership = replace(frozen.membership, gpus=verdict.gpus)  # --gpus: the count every member uses
+    return Step(replace(frozen, membership=membership, warnings=verdict.warning_lines()), Action.BROADCAST_FROZEN)
 
 
 def _join_late(state: Round, peer: Peer) -> Step:
@@ -279,13 +283,28 @@ def synced(state: Round, node_id: str, digest: str, error: str = "") -> Step:
     return _go_on(done, RoundPhase.COMPLETED if final else RoundPhase.RELEASED)
 
 
-def abort(state: Round, reason: str, exit_code: int = ROUND_FAILED, final: bool = False) -> Step:
-    """End the round for every member. Final when asked, when restarts ran out or the exit
-    code is one a restart cannot fix."""
+def abort(
+    state: Round, reason: str, exit_code: int = ROUND_FAILED, final: bool = False, failure: Optional[Failure] = None
+) -> Step:
+    """End the round for every member (a failed command's `failure` goes to each). Final
+    when asked, when restarts ran out or the exit code is one a restart cannot fix."""
     if state.phase in (RoundPhase.ABORTED, RoundPhase.COMPLETED):
         return Step(state, Action.NOTHING)
     final = final or state.policy.is_final(state.number, exit_code)
-    ended = replace(state, phase=RoundPhase.ABORTED, abort_reason=reason, exit_code=exit_code, final=final)
+    ended = replace(state, phase=RoundPhase.ABORTED, abort_reason=reason, exit_code=exit_code, final=final,
+                    failure=failure)
+    return Step(ended, Action.ABORT)
+
+
+def stop(state: Round, order: StopOrder) -> Step:
+    """`rendezvous stop`: end the round for every member, final, with the stop's own exit
+    code, in any phase but a completed one (a gathering round too: its joined peers end, and
+    a round being restarted: its members' rejoins are answered with the stop). Not a failure:
+    no restart follows whatever `Policy` says."""
+    if state.phase is RoundPhase.COMPLETED:
+        return Step(state, Action.NOTHING)
+    ended = replace(state, phase=RoundPhase.ABORTED, abort_reason=f"stopped by {order.describe()}",
+                    exit_code=STOPPED, final=True, stop=order)
     return Step(ended, Action.ABORT)
 
 
@@ -324,16 +343,24 @@ def resumed(state: Round, now: float) -> Round:
 
 
 def finished(
-    state: Round, node_id: str, exit_code: int, reason: str = "", sync: Optional[SyncSummary] = None
+    state: Round, node_id: str, exit_code: int, reason: str = "", sync: Optional[SyncSummary] = None,
+    failure: Optional[Failure] = None,
 ) -> Step:
-    """A member's command ended. Anything but a clean 0 ends the round for everyone; the
-    last clean 0 completes the job, once every --sync-dir is the chief's copy."""
+    """A member's command ended. Anything but a clean 0 ends the round for everyone, its
+    `failure` (the cause it sent) named after this coordinator's knowledge of who it is;
+    the last clean 0 completes the job, once every --sync-dir is the chief's copy."""
     peer = state.member(node_id)
     if state.phase is not RoundPhase.RELEASED or peer is None:
         return Step(state, Action.NOTHING)
     if exit_code != 0 or reason:
         why = reason or f"command exited with code {exit_code}"
-        return abort(state, f"{peer.describe()}: {why}", exit_code or ROUND_FAILED)
+        code = exit_code or ROUND_FAILED
+        if failure is None:
+            return abort(state, f"{peer.describe()}: {why}", code)
+        assert state.membership is not None
+        failure = replace(failure, node_id=peer.node_id, address=str(peer.address), exit_code=code,
+                          rank=state.membership.rank_of(node_id), reason=reason)
+        return abort(state, f"{peer.describe()}: {why}: {failure.cause}", code, failure=failure)
     state = replace(state, succeeded=state.succeeded | {node_id}, sync=_reported(state, node_id, sync))
     if state.membership is not None and len(state.succeeded) == state.membership.world_size:
         chief = state.membership.members[0]

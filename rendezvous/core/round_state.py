@@ -7,11 +7,14 @@ from __future__ import annotations
 from enum import Enum
 from typing import Mapping, Optional
 
+from .failure import Failure
 from .manifest import SyncSummary
 from .peer import Peer
+from .gpus import GpuPolicy
 from .preflight import Fingerprint, Mismatch
 from .record import field, record
 from .size import Size
+from .stopping import StopOrder
 from .tf_config import Membership
 
 
@@ -62,11 +65,13 @@ class Rejection:
 class Policy:
     """When an aborted round is the last: after `max_restarts` restarts, or when a command
     exited with a code a restart cannot fix (a usage error, a command that cannot run).
-    `allow_mismatch`: the preflight differences that are only warnings."""
+    `allow_mismatch`: the preflight differences that are only warnings; `gpus`: how
+    many GPUs each command uses (`--gpus`), decided at every freeze."""
 
     max_restarts: int = 0
     no_restart_on: frozenset[int] = frozenset({2, 126, 127})
     allow_mismatch: frozenset[Mismatch] = frozenset()
+    gpus: GpuPolicy = GpuPolicy()
 
     def is_final(self, number: int, exit_code: int) -> bool:
         return number > self.max_restarts or exit_code in self.no_restart_on
@@ -93,7 +98,9 @@ class Round:
     succeeded: frozenset[str] = field(default_factory=frozenset)
     heard: Mapping[str, float] = field(default_factory=dict)
     exit_code: int = ROUND_FAILED  # of an abort
+    failure: Optional[Failure] = None  # the failed command that caused the abort, and why it failed
     final: bool = False  # an abort after which no round follows
+    stop: Optional[StopOrder] = None  # `rendezvous stop` ended it: who asked
     # What each peer's command runs with, by node id (None: an older peer sent none), and
     # the allowed differences found at the freeze, which every member logs.
     fingerprints: Mapping[str, Optional[Fingerprint]] = field(default_factory=dict)

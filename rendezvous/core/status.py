@@ -11,7 +11,9 @@ import json
 from typing import Any, Mapping, Optional
 
 from .advert import Advert, Phase
+from .failure import Failure, failure_to_dict
 from .peer import Peer
+from .gpus import describe_devices
 from .preflight import Fingerprint
 from .progress import Progress, describe, progress_to_dict
 from .record import field, record
@@ -50,6 +52,8 @@ class NodeStatus:
     rendezvous_seconds: Optional[float] = None  # from the round's start to the release
     # Why nothing is seen, and what to do, once waiting alone has lasted (core.seeds).
     hint: Optional[str] = None
+    # The last command failure this node knows of: its own, or the one an abort reported.
+    failure: Optional[Failure] = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "seen", tuple(sorted(self.seen)))
@@ -104,6 +108,14 @@ def status_line(status: NodeStatus) -> str:
     """One short line for systemd's STATUS=: `waiting for peers 1/2`, `round 1, worker 1 of
     2 training`, with progress `round 1, worker 0 of 4, epoch 12/60, loss 0.84, 2,310 img/s`;
     from round 2 on, waiting says its round too."""
+    line = _doing(status)
+    if status.failure is not None:  # what `systemctl status` shows of the cause
+        f = status.failure
+        line += f"; last failure: {f.address} rank {'?' if f.rank is None else f.rank}: {f.cause[:120]}"
+    return line
+
+
+def _doing(status: NodeStatus) -> str:
     if status.phase is Phase.WAITING or status.rank is None:
         waiting = f"waiting for peers {status.expect.progress(len(status.seen) or 1)}"
         return waiting if status.round == 1 else f"round {status.round}, {waiting}"
@@ -182,6 +194,11 @@ def describe_status(status: NodeStatus, daemon_pid: Optional[int] = None) -> str
         rows.extend(("", line) for line in lines[1:])
     if status.fingerprint is not None:
         rows.append(("environment", status.fingerprint.describe()))
+    if status.membership is not None and status.fingerprint is not None:
+        rows.append(("devices", _devices(status)))
+    if status.node.data_address is not None:
+        interface = status.fingerprint.data_interface if status.fingerprint else ""
+        rows.append(("data network", f"{status.node.data_address}" + (f" ({interface})" if interface else "")))
     rows.extend(("preflight", line) for line in status.preflight)
     tf_config = status.tf_config
     rows.append(("TF_CONFIG", json.dumps(tf_config, separators=(",", ":")) if tf_config else "not yet"))
@@ -195,6 +212,9 @@ def describe_status(status: NodeStatus, daemon_pid: Optional[int] = None) -> str
         rows.append(("warm spare", f"pid {status.warm_pid}{memory}"))
     if status.progress is not None and describe(status.progress):
         rows.append(("progress", describe(status.progress)))
+    if status.failure is not None:
+        rows.append(("last failure", status.failure.headline()))
+        rows.extend(("", f"  {line}") for line in status.failure.details())
     width = max(len(label) for label, _ in rows)
     head = f"node {status.node.node_id} at {status.node.endpoint}"
     if daemon_pid is not None:
@@ -202,8 +222,23 @@ def describe_status(status: NodeStatus, daemon_pid: Optional[int] = None) -> str
     return "\n".join([head] + [f"  {label.ljust(width)}  {value}".rstrip() for label, value in rows])
 
 
+def _devices(status: NodeStatus) -> str:
+    """`GPUs 0,1,2,3 (--gpus min)`: what this node's command uses in the frozen round."""
+    assert status.membership is not None and status.fingerprint is not None
+    used = describe_devices(status.membership.gpus, status.fingerprint.gpu_ids)
+    return used if status.membership.gpus is None else f"{used} (--gpus {status.fingerprint.gpu_option})"
+
+
+def _used_devices(status: NodeStatus) -> Optional[list[str]]:
+    if status.membership is None or status.fingerprint is None:
+        return None
+    count = status.membership.gpus
+    return list(status.fingerprint.gpu_ids[:count] if count is not None else status.fingerprint.gpu_ids)
+
+
 def peer_to_dict(peer: Peer) -> dict[str, Any]:
-    return {"node_id": peer.node_id, "address": str(peer.address), "port": peer.port, "tf_port": peer.tf_port}
+    shown = {"node_id": peer.node_id, "address": str(peer.address), "port": peer.port, "tf_port": peer.tf_port}
+    return shown if peer.data_address is None else {**shown, "data_address": str(peer.data_address)}
 
 
 def status_to_dict(status: NodeStatus) -> dict[str, Any]:
@@ -232,7 +267,10 @@ def status_to_dict(status: NodeStatus) -> dict[str, Any]:
         "exit_code": status.exit_code,
         "environment": fingerprint_to_dict(status.fingerprint) if status.fingerprint else None,
         "preflight": list(status.preflight),
+        "gpu_count": status.membership.gpus if status.membership else None,
+        "devices": _used_devices(status),
         "progress": progress_to_dict(status.progress) if status.progress else None,
+        "failure": failure_to_dict(status.failure) if status.failure else None,
     }
 
 
@@ -242,4 +280,7 @@ def fingerprint_to_dict(fingerprint: Fingerprint) -> dict[str, Any]:
         "tensorflow": fingerprint.tensorflow,
         "gpus": list(fingerprint.gpus),
         "same_files": dict(fingerprint.files),
+        "gpu_ids": list(fingerprint.gpu_ids),
+        "gpus_option": fingerprint.gpu_option,
+        "data_interface": fingerprint.data_interface or None,
     }

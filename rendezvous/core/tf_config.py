@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional, Sequence
 
 from .digest import sha256_hex
+from .gpus import device_environment
 from .peer import Peer
 from .record import record
 
@@ -16,11 +17,13 @@ NOTIFY_VARIABLES = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
 
 @record
 class Membership:
-    """The frozen, ordered member list of one round. Index i is TensorFlow worker i."""
+    """The frozen, ordered member list of one round. Index i is TensorFlow worker i.
+    `gpus`: how many GPUs every member's command uses (`--gpus`); None: each its own."""
 
     job: str
     round: int
     members: tuple[Peer, ...]
+    gpus: Optional[int] = None
 
     def __post_init__(self) -> None:
         if not self.members:
@@ -32,8 +35,9 @@ class Membership:
             raise ValueError(f"duplicate node ids in membership: {ids}")
 
     @classmethod
-    def freeze(cls, job: str, round: int, peers: "frozenset[Peer] | list[Peer] | tuple[Peer, ...]") -> "Membership":
-        return cls(job=job, round=round, members=tuple(sorted(peers)))
+    def freeze(cls, job: str, round: int, peers: "frozenset[Peer] | list[Peer] | tuple[Peer, ...]",
+               gpus: Optional[int] = None) -> "Membership":
+        return cls(job=job, round=round, members=tuple(sorted(peers)), gpus=gpus)
 
     @property
     def world_size(self) -> int:
@@ -55,12 +59,15 @@ class Membership:
 
 
 def cluster_digest(membership: Membership) -> str:
-    """A digest of everything every worker must agree on: job, round, ordered endpoints."""
+    """A digest of everything every worker must agree on: job, round, ordered endpoints
+    (each on its data network, if any), and the GPUs of each when --gpus chose a number."""
+    agreed: dict[str, Any] = {} if membership.gpus is None else {"gpus": membership.gpus}
     canonical = json.dumps(
         {
             "job": membership.job,
             "round": membership.round,
             "workers": [[p.node_id, p.tf_endpoint] for p in membership.members],
+            **agreed,
         },
         separators=(",", ":"),
         sort_keys=True,
@@ -92,3 +99,17 @@ def launch_environment(membership: Membership, node_id: str) -> Mapping[str, str
         "RENDEZVOUS_COORDINATOR": membership.coordinator.endpoint,
         "RENDEZVOUS_CLUSTER_DIGEST": membership.digest,
     }
+
+
+def command_environment(membership: Membership, node_id: str, inherited: Mapping[str, str],
+                        devices: Sequence[str] = (), data_interface: Optional[str] = None,
+                        extra: Mapping[str, str] = {}) -> dict[str, str]:
+    """Everything a member's command gets on top of the environment it inherits
+    (`inherited`, the daemon's): TF_CONFIG and the RENDEZVOUS_* variables, the GPUs of this
+    node's `devices` the job agreed on (`CUDA_VISIBLE_DEVICES`), the data network's
+    interface for NCCL and Gloo, and `extra` (the progress file). The one place that
+    computes it, whichever way the command is started."""
+    env = dict(launch_environment(membership, node_id))
+    env.update(device_environment(membership.gpus, devices, inherited, data_interface))
+    env.update(extra)
+    return env

@@ -20,7 +20,7 @@ import asyncio
 import logging
 from typing import Optional
 
-from ..coordinator import StatusUntrusted, fetch_status
+from ..coordinator import StatusUntrusted, TokenNeeded, fetch_status
 from ..core.advert import Advert
 from ..core.asking import choose_asks
 from ..core.auth import Keys
@@ -106,6 +106,13 @@ class Confirmer:
             status = await fetch_status(advert.peer.endpoint, self._timeout, self._keys, caller=view.me)
         except StatusUntrusted as exc:
             self._views.distrust(advert.peer, str(exc))
+            return
+        except TokenNeeded:
+            # A node of a job with a token tells an unsigned request only that: its advert
+            # counts as it is, so that this node, lacking the token, says so and ends.
+            if advert.auth and advert.job == view.me.job:
+                self._views.update(self._views.view.confirm(advert))
+            self._next_ask[node_id] = asyncio.get_running_loop().time() + self._interval
             return
         except NoDaemonError as exc:
             log.debug("cannot confirm the advert of %s yet: %s", advert.peer.describe(), exc)

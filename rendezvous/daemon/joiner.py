@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 import time
 from contextlib import aclosing
 from typing import AsyncIterator, Callable, Optional, Protocol
@@ -23,17 +24,21 @@ from ..core import member as machine
 from ..core.advert import Phase
 from ..core.manifest import PreviousChief, SyncSummary
 from ..core.auth import Keys
-from ..core.member import Listening, Member, MemberAction, MemberEvent, RoundEnd
+from ..core.failure import ERROR_FILE_VARIABLE, Failure
+from ..core.listening import Listening
+from ..core.member import Member, MemberAction, MemberEvent, RoundEnd
 from ..core.peer import Peer
 from ..core.preflight import Fingerprint
 from ..core.size import Size
 from ..core.progress import VARIABLE as PROGRESS_VARIABLE
 from ..core.progress import Progress
-from ..core.tf_config import Membership, launch_environment
+from ..core.tf_config import Membership, command_environment
 from ..coordinator.local import JoinHandler
 from ..errors import MembershipError
+from ..launch.errorfile import ErrorFile
 from ..launch.launcher import Launcher
 from ..launch.prewarm import modules_for
+from .commandside import describe_failure, log_devices, log_failure
 from .relay import ProgressRelay
 from .resources import Seat
 from .syncer import MemberSync
@@ -78,6 +83,8 @@ class Joiner:
         self._enter = enter
         self._round = round
         self.session: Optional[JoinSession] = None
+        self.failure: Optional[Failure] = None  # this node's command failed: why
+        self._errors: Optional[ErrorFile] = None  # $RENDEZVOUS_ERROR_FILE, made at the freeze
         self._beats: Optional[asyncio.Task] = None
         timings = config.timings
         self._progress = ProgressRelay(seat.progress_dir, timings.progress_poll, timings.progress_send,
@@ -121,6 +128,8 @@ class Joiner:
         self._progress.stop_sending()
         await self._sync.cancel()
         await self._progress.close()
+        if self._errors is not None:
+            self._errors.close()
         if self.session is not None:
             await self.session.close()
             self.session = None
@@ -257,13 +266,13 @@ class Joiner:
     async def _confirm(self, membership: Membership) -> None:
         """Arm the command with its environment, then confirm the list by its digest."""
         node_id = self._seat.me().node_id
-        env = launch_environment(membership, node_id)
-        env[PROGRESS_VARIABLE] = str(self._progress.path(node_id))
+        env = self.environment(membership)
         log.info(
             "round %d frozen: worker %d of %d, coordinator %s, TF_CONFIG=%s",
             membership.round, membership.rank_of(node_id), membership.world_size,
             membership.coordinator.describe(), env["TF_CONFIG"],
         )
+        log_devices(membership, env, self._seat.fingerprint, self._config.gpus, self._seat.data_interface)
         if self.state.liveness_timeout != self._config.liveness_timeout:
             log.info("the coordinator's liveness timeout of %g s rules this round (this node's: %g s)",
                      self.state.liveness_timeout, self._config.liveness_timeout)
@@ -273,6 +282,7 @@ class Joiner:
         if self._beats is None and not self.state.joined_to_self:
             self._beats = asyncio.create_task(self._heartbeats(self.session), name="heartbeats")
         await self._launcher.arm(self._config.command, env)
+        self._launcher.record_output(membership.round, membership.rank_of(node_id))
         self._enter(Phase.FROZEN, membership)
         summary = await self._scan()
         try:
@@ -280,13 +290,33 @@ class Joiner:
         except SessionLost:
             pass  # the read side reports the lost coordinator
 
+    def environment(self, membership: Membership) -> dict[str, str]:
+        """The variables this node's command gets for the round of `membership`, on top of
+        the daemon's environment: computed here only, however the command is started."""
+        node_id, fingerprint = self._seat.me().node_id, self._seat.fingerprint
+        return command_environment(
+            membership, node_id, os.environ, fingerprint.gpu_ids if fingerprint else (), self._seat.data_interface,
+            {PROGRESS_VARIABLE: str(self._progress.path(node_id)), ERROR_FILE_VARIABLE: str(self._error_file(node_id).path)},
+        )
+
+    def _error_file(self, node_id: str) -> ErrorFile:
+        if self._errors is None:
+            self._errors = ErrorFile(self._seat.progress_dir, node_id)
+        return self._errors
+
     async def _report(self, report: machine.Report) -> None:
-        log.info("command exited with code %d%s", report.exit_code, f" ({report.reason})" if report.reason else "")
+        failed = report.exit_code != 0 or bool(report.reason)
+        if failed:
+            error = self._errors.read() if self._errors is not None else None
+            self.failure = describe_failure(self._seat.me(), self.state.membership, report, self._launcher, error)
+            log_failure(self.failure)
+        else:
+            log.info("command exited with code 0")
         self._enter(Phase.FINISHED, self.state.membership)
-        summary = await self._scan() if report.exit_code == 0 and not report.reason else None
+        summary = None if failed else await self._scan()
         assert self.session is not None
         try:
-            await self.session.finished(report.exit_code, report.reason, summary)
+            await self.session.finished(report.exit_code, report.reason, summary, self.failure)
         except SessionLost:
             pass  # the read side reports the lost coordinator
 

@@ -18,25 +18,30 @@ import logging
 import os
 import signal
 import time
-from typing import Callable, Optional, Union
+from pathlib import Path
+from typing import Callable, NoReturn, Optional, Union
 
 from ..config.join import JoinConfig, discovery_mode
 from ..coordinator import JoinSession
 from ..core.advert import Phase
+from ..core.failure import Failure
 from ..core.manifest import PreviousChief
 from ..core.member import RoundEnd, is_last_round
 from ..core.seeds import parse_seeds
 from ..core.status import NodeStatus
+from ..core.stopping import StopOrder
 from ..core.tf_config import Membership
 from ..core.view import PeerView
 from ..discovery import DiscoveryFactory
 from ..discovery.combined import discovery_factory
-from ..errors import JobFailed, RendezvousTimeout
+from ..errors import JobFailed, JobStopped, RendezvousTimeout
 from ..host.fingerprint import take_fingerprint
 from ..launch.launcher import Launcher
+from ..launch.output import OutputSettings
 from ..launch.prewarm import modules_for
 from ..observe.metrics import start_metrics
 from ..observe.report import Reporter
+from .commandside import log_failure
 from .joiner import Joiner, SessionFactory
 from .presence import Presence
 from .resources import Binder, Endpoint, bind_resources, job_policy
@@ -59,7 +64,7 @@ class Node:
         reporter: Optional[Reporter] = None,
         discovery: Optional[DiscoveryFactory] = None,
         connect: SessionFactory = JoinSession,
-        launcher: Callable[[], Launcher] = Launcher,
+        launcher: Optional[Callable[[], Launcher]] = None,
         bind: Binder = bind_resources,
     ) -> None:
         self.config = config
@@ -68,9 +73,10 @@ class Node:
         self._make_discovery = discovery or discovery_factory(discovery_mode(config), parse_seeds(config.peers),
                                                               config.timings)
         self._connect = connect
-        self._make_launcher = launcher
+        self._make_launcher = launcher or (lambda: Launcher(config.stop_grace, config.abort_grace,
+                                                            output=output_settings(config)))
         self._bind = bind
-        self.launcher = launcher()
+        self.launcher = self._make_launcher()
         self._spare: Optional[Launcher] = None  # the next round's, warming while a round runs
         self._spare_up: Optional[asyncio.Task] = None
         self.signals = StopSignals(self._report_stopping, lambda: self.launcher.kill())
@@ -80,6 +86,7 @@ class Node:
         self._joiner: Optional[Joiner] = None
         self._stopping_reported = False
         self._rendezvous_seconds: Optional[float] = None
+        self._failure: Optional[Failure] = None  # the last command failure heard of, of a round before
         # The chief of the last round whose commands started: its --sync-dir is the real one.
         self._previous_chief: Optional[PreviousChief] = None
         self._endpoint: Endpoint  # these three from startup on
@@ -114,6 +121,7 @@ class Node:
             progress=joiner.progress if joiner else None,
             rendezvous_seconds=self._rendezvous_seconds,
             hint=self._presence.hint if self._phase is Phase.WAITING and not view.others else None,
+            failure=(joiner.failure if joiner else None) or self._failure,
         )
 
     def _warm_status(self) -> dict:
@@ -184,7 +192,12 @@ class Node:
             end = await self._round(joiner)
             if isinstance(end, int):
                 return end
+            if end.failure is not None and end.failure.node_id != self.node_id:  # its own is logged already
+                log_failure(end.failure)
+            self._failure = joiner.failure or end.failure or self._failure
             self._report()  # the preflight may have refused the round
+            if end.stop is not None:
+                await self._stopped(joiner, end.stop)
             await self.launcher.stop(self.config.stop_grace if end.completed else self.config.abort_grace)
             await joiner.close()
             played = joiner.state.round or number
@@ -202,6 +215,22 @@ class Node:
             log.warning("round %d ended: %s; round %d starts", played, end.reason, played + 1)
             number = played + 1
             self._next_round(number)
+
+    async def _stopped(self, joiner: Joiner, order: StopOrder) -> NoReturn:
+        """`rendezvous stop` ended the job: the command gets the stop's grace (or this node's
+        --stop-grace) between SIGTERM and SIGKILL, and `join` exits with its own status."""
+        grace = self.config.stop_grace if order.grace is None else order.grace
+        log.warning("job %r stopped by %s: stopping the command (SIGTERM, SIGKILL after %g s); no restart follows",
+                    self.config.job, order.describe(), grace)
+        code = await self.launcher.stop(grace)
+        await joiner.close()
+        self._enter(Phase.FINISHED)
+        if self._endpoint.service.stopped_between_rounds:
+            linger = self.config.abort_grace + self.config.timings.stop_linger
+            log.info("answering the members that come back for the next round with the stop for %g s", linger)
+            await asyncio.sleep(linger)
+        ended = f"its command ended with {code}" if self.launcher.started_at is not None else "its command had not started"
+        raise JobStopped(f"job {self.config.job!r} was stopped by {order.describe()}; {ended}")
 
     async def _round(self, joiner: Joiner) -> Union[int, RoundEnd]:
         """One round: rendezvous, run the command until the round ends; that end, or the
@@ -273,7 +302,18 @@ class Node:
     def _advertise(self, phase: Phase, round: Optional[int] = None) -> None:
         membership = self._membership
         round = round or (membership.round if membership else self.view.me.round)
-        self._presence.advertise(phase, round, membership.coordinator.endpoint if membership else None)
+        self._presence.advertise(phase, round, membership.coordinator.endpoint if membership else None,
+                                 self._gpus_shown())
+
+    def _gpus_shown(self) -> Optional[str]:
+        """The advert's GPUs (`rendezvous peers`, `status`): with a count --gpus chose for
+        the running round, which of them the command uses."""
+        fingerprint, membership = self._endpoint.fingerprint, self._membership
+        if fingerprint is None:
+            return None
+        if membership is None or membership.gpus is None or self._phase is Phase.WAITING:
+            return fingerprint.describe_gpus()
+        return f"{fingerprint.describe_gpus()}, using {','.join(fingerprint.gpu_ids[:membership.gpus]) or 'none'}"
 
     def _frozen(self) -> bool:
         """Whether this node's round is frozen, or past that: it keeps its addresses."""
@@ -288,6 +328,12 @@ class Node:
             ("end the warm spare", self._stop_spare),
             ("close the Join stream", self._joiner.close if self._joiner else None),
         )
+
+
+def output_settings(config: JoinConfig) -> OutputSettings:
+    """Where the command's output goes besides the terminal (--output-dir and its limits)."""
+    directory = Path(config.output_dir).expanduser() if config.output_dir else None
+    return OutputSettings(directory, config.job, config.output_max_bytes, config.output_keep_rounds)
 
 
 async def run_node(config: JoinConfig, reporter: Optional[Reporter] = None) -> int:

@@ -58,10 +58,12 @@ class Presence:
         self._name_left_out(view.family)
         self._views.update(self._switch_family(view))
 
-    def advertise(self, phase: Phase, round: int, coordinator: Optional[str] = None) -> None:
-        """This node's advert in `phase` of `round`, announced after the delay."""
+    def advertise(self, phase: Phase, round: int, coordinator: Optional[str] = None, gpus: Optional[str] = None) -> None:
+        """This node's advert in `phase` of `round` (with `gpus`, its GPUs as shown, when
+        given), announced after the delay."""
         view = self._views.view
-        self._views.update(view.with_me(replace(view.me.with_phase(phase, coordinator), round=round)))
+        me = replace(view.me.with_phase(phase, coordinator), round=round, gpus=gpus or view.me.gpus)
+        self._views.update(view.with_me(me))
         self._spawn(self._update_advert(), f"advertise-{phase.value}")
 
     def _name_left_out(self, family: Family) -> None:

@@ -24,6 +24,7 @@ from grpc_health.v1 import health
 
 from ..host import runtime
 from ..host.address import choose_address
+from ..host.datanet import choose_data_address
 from ..config.join import JoinConfig
 from ..config.timings import Timings
 from .confirmer import Confirmer
@@ -33,8 +34,10 @@ from ..coordinator.local import JoinHandler
 from ..coordinator.transfer import FileSource
 from ..core.advert import Advert
 from ..core.auth import Keys
+from ..core.gpus import GpuPolicy
 from ..core.peer import IPAddress, Peer
 from ..core.preflight import Fingerprint, Mismatch
+from ..core.record import replace
 from ..core.seeds import DEFAULT_PORT
 from ..core.round import Policy
 from ..core.status import NodeStatus
@@ -60,6 +63,7 @@ class Seat:
     keys: Optional[Keys] = None  # the job's MAC keys, from --token-file
     sync: Optional[SyncDir] = None  # --sync-dir
     progress_dir: Optional[Path] = None  # where the command's progress file goes
+    data_interface: Optional[str] = None  # --data-interface: NCCL's and Gloo's
 
 
 @dataclass
@@ -80,11 +84,12 @@ class Endpoint:
     sync: Optional[SyncDir] = None
     keys: Optional[Keys] = None
     registration: Optional[Path] = None
+    data_interface: Optional[str] = None
 
     def seat(self) -> Seat:
         progress_dir = self.registration.parent if self.registration else None
         return Seat(lambda: self.me, self.release_tf_port, self.service, self.fingerprint, self.keys, self.sync,
-                    progress_dir)
+                    progress_dir, self.data_interface)
 
     def release_tf_port(self) -> None:
         self.reservation.release()
@@ -105,7 +110,8 @@ class Endpoint:
         await serve(self.server, self.service, self.health)
         await self.discovery.start()
         self.registration = runtime.register(
-            runtime.Registration(self.me.node_id, os.getpid(), config.job, self.me.endpoint, runtime.current_netns()),
+            runtime.Registration(self.me.node_id, os.getpid(), config.job, self.me.endpoint, runtime.current_netns(),
+                                 os.path.abspath(os.path.expanduser(config.token_file)) if config.token_file else ""),
             runtime.candidate_directories(os.environ, os.getuid()),
         )
 
@@ -133,9 +139,10 @@ class Binder(Protocol):
 
 
 def job_policy(config: JoinConfig) -> Policy:
-    """When a failed round is the last, and which differences the preflight allows."""
+    """When a failed round is the last, which differences the preflight allows, and how
+    many GPUs each command uses."""
     allowed = frozenset(Mismatch(kind) for kind in config.allow_mismatch)
-    return Policy(config.max_restarts, frozenset(config.no_restart_on), allowed)
+    return Policy(config.max_restarts, frozenset(config.no_restart_on), allowed, GpuPolicy.parse(config.gpus))
 
 
 def bind_resources(
@@ -161,19 +168,26 @@ def bind_resources(
     address = choice.address
     also = f"; also {choice.alternate} if its job uses IPv{choice.alternate.version}" if choice.alternate else ""
     log.info("node %s uses %s: %s%s", node_id, address, choice.reason, also)
+    data = choose_data_address(config.data_address, config.data_interface)
+    if data is not None:
+        log.info("training traffic on the data network: %s (%s)", data.address, data.reason)
+        fingerprint = replace(fingerprint, data_interface=data.interface or "") if fingerprint else None
     check_command(config.command)
     sync_root = check_sync_dir(config.sync_dir) if config.sync_dir else None
     if sync_root:
         remove_leftovers(sync_root, runtime.pid_alive)
     addresses = [address, *([choice.alternate] if choice.alternate else [])]
-    ipv6 = any(a.version == 6 for a in addresses)
+    # TensorFlow listens on every interface: held on the wildcard, the TF port is free on
+    # the data network too (of its family)
+    ipv6 = any(a.version == 6 for a in [*addresses, *([data.address] if data else [])])
     reservation = PortReservation(config.tf_port, ipv6=ipv6)
     try:
         server, port = _bind(addresses, config)
     except OSError as exc:
         reservation.release()
         raise AddressError(f"--port {config.port}: {exc}") from None
-    me = Peer(node_id=node_id, address=address, port=port, tf_port=reservation.port)
+    me = Peer(node_id=node_id, address=address, port=port, tf_port=reservation.port,
+              data_address=data.address if data else None)
     shown = {"tensorflow": fingerprint.tensorflow, "gpus": fingerprint.describe_gpus()} if fingerprint else {}
     views = ViewHolder(PeerView(Advert(
         peer=me, job=config.job, expect=config.expect, auth=keys is not None, alternate=choice.alternate, **shown,
@@ -192,7 +206,7 @@ def bind_resources(
         views.listen(listener)
     endpoint = Endpoint(
         me, reservation, ipv6, server, health.aio.HealthServicer(), service, discovery, confirmer, timings,
-        fingerprint, sync, keys,
+        fingerprint, sync, keys, data_interface=data.interface if data else None,
     )
     return endpoint, views
 

@@ -4,7 +4,7 @@ The Python and TensorFlow versions are those of the interpreter the command runs
 that interpreter in a small subprocess that reads the names of the installed packages'
 metadata directories on its path, so that neither this daemon nor the probe imports
 TensorFlow (seconds, and GPU initialisation). GPUs come from
-`nvidia-smi` when it is on PATH. Each `--same-file` is hashed here.
+`nvidia-smi` when it is on PATH, narrowed to the `CUDA_VISIBLE_DEVICES` this daemon has. Each `--same-file` is hashed here.
 
 Nothing here fails the node: what cannot be read is logged and left out (or recorded as
 unreadable), and the comparison at the freeze then names it.
@@ -23,6 +23,7 @@ from typing import Optional, Sequence
 from ..config.join import JoinConfig
 from ..config.timings import Timings
 from ..core.digest import sha256
+from ..core.gpus import VISIBLE, GpuPolicy, visible_devices
 from ..core.preflight import Fingerprint
 
 log = logging.getLogger(__name__)
@@ -118,19 +119,44 @@ def probe_interpreter(interpreter: str, timeout: float = Timings.probe_timeout) 
         return "unknown", None
 
 
-def list_gpus(timeout: float = Timings.probe_timeout) -> tuple[str, ...]:
-    """One model name per GPU, from nvidia-smi; none without it, or if it takes longer than
-    `timeout`."""
+def _read_gpus(timeout: float) -> list[tuple[str, str]]:
+    """(model name, UUID or '') of every GPU of the machine, in nvidia-smi's index order;
+    none without nvidia-smi, or if it takes longer than `timeout`."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
-        return ()
+        return []
     try:
-        done = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+        done = subprocess.run([smi, "--query-gpu=name,uuid", "--format=csv,noheader"], capture_output=True,
                               text=True, timeout=timeout, stdin=subprocess.DEVNULL, check=True)
     except (OSError, subprocess.SubprocessError) as exc:
         log.warning("preflight: nvidia-smi did not list the GPUs: %s", exc)
-        return ()
-    return tuple(line.strip() for line in done.stdout.splitlines() if line.strip())
+        return []
+    found = []
+    for line in filter(None, (raw.strip() for raw in done.stdout.splitlines())):
+        name, _, uuid = line.rpartition(",")
+        found.append((name.strip(), uuid.strip()) if name and uuid.strip().startswith("GPU-") else (line, ""))
+    return found
+
+
+def visible_gpus(timeout: float = Timings.probe_timeout,
+                 inherited: Optional[str] = None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The GPUs this node's command can see: their model names, and their names in
+    `CUDA_VISIBLE_DEVICES` (indices, or the entries of the `inherited` one)."""
+    found = _read_gpus(timeout)
+    devices = visible_devices(inherited, len(found))
+
+    def model(entry: str) -> str:
+        if entry.isdigit():
+            return found[int(entry)][0]
+        return next((name for name, uuid in found if uuid and uuid.startswith(entry)), "unknown")
+
+    return tuple(model(d) for d in devices), devices
+
+
+def list_gpus(timeout: float = Timings.probe_timeout) -> tuple[str, ...]:
+    """One model name per GPU, from nvidia-smi; none without it, or if it takes longer than
+    `timeout`."""
+    return tuple(name for name, _ in _read_gpus(timeout))
 
 
 def file_digest(path: str) -> Optional[str]:
@@ -151,7 +177,9 @@ def take_fingerprint(config: JoinConfig) -> Fingerprint:
     timeout = config.timings.probe_timeout
     python, tensorflow = probe_interpreter(command_interpreter(config.command, config.python), timeout)
     files = {path: file_digest(path) for path in config.same_file}
-    fingerprint = Fingerprint(python=python, tensorflow=tensorflow, gpus=list_gpus(timeout), files=files)
+    models, devices = visible_gpus(timeout, os.environ.get(VISIBLE))
+    fingerprint = Fingerprint(python=python, tensorflow=tensorflow, gpus=models, files=files, gpu_ids=devices,
+                              gpu_option=GpuPolicy.parse(config.gpus).describe())
     log.debug("preflight: this node runs %s", fingerprint.describe())
     return fingerprint
 

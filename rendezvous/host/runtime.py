@@ -57,6 +57,8 @@ class Registration:
     endpoint: str  # host:port of the daemon's gRPC server
     # Inode of the daemon's network namespace: the endpoint is reachable only from the same one.
     netns: int
+    # The daemon's --token-file (a path, never the secret): its owner's `status` signs with it.
+    token_file: str = ""
 
 
 def candidate_directories(environ: Mapping[str, str], uid: int) -> list[Path]:
@@ -117,6 +119,7 @@ def read_registration(text: "str | bytes") -> Registration:
     return Registration(
         node_id=node_id, pid=_whole(data, "pid", 1, MAX_PID), job=validate_job(_text(data, "job")),
         endpoint=endpoint, netns=_whole(data, "netns", 0, MAX_NETNS),
+        token_file=_text(data, "token_file") if "token_file" in data else "",
     )
 
 

@@ -17,7 +17,8 @@ daemon signals the gate, never the command:
 - SIGUSR1 (also the gate's parent-death signal: the daemon died, even with kill -9):
   SIGKILL to all of them, again each time one is reaped, until none is left.
 When the command ends by itself, whatever it left behind gets SIGTERM, and SIGKILL after the
-grace the daemon sent with the start. The gate then exits as the command did: the same exit
+grace the daemon sent with the start: its --stop-grace when the command exited 0, its
+--abort-grace when it failed (its round is then aborted, and nothing is saved by waiting). The gate then exits as the command did: the same exit
 code, or death by the same signal. What still escapes: a process that is not a descendant,
 started for the command by another service (`systemd-run`, a container engine, ssh to this
 host), and anything left when the gate itself is killed with SIGKILL; a systemd unit ends
@@ -31,6 +32,10 @@ A gate comes one of two ways, and runs the same `run` either way:
   an interpreter start, about 13 ms of CPU. (Forking the running daemon instead would copy a
   process with gRPC's threads, whose locks a child cannot trust. And Python, not sh: dash
   can neither read from file descriptors above 9 nor sleep until a given time.)
+
+Either way the gate's stderr, which the command inherits, is a pipe the daemon reads
+(rendezvous.launch.output: the tail of a failure); with --output-dir its stdout too, which
+a spare, forked before the options are read, lacks: the first round then spawns its gate.
 
 So that a spawned gate starts fast, this module imports nothing but a few of the standard
 library's modules, and none of the package's.
@@ -50,10 +55,10 @@ KILL = _signal.SIGUSR1  # to a gate: SIGKILL to the command's whole tree, now
 # The daemon's messages, each a frame: its kind (WARM, START), its length, then its bytes.
 # WARM, at most one, before the START, starts the warm interpreter at once
 # (rendezvous.launch.prewarm); START, which the daemon sends by closing the pipe, starts the
-# command. The START's bytes: start time (seconds since the epoch), the grace of what the command leaves
-# behind and the number of the command's arguments, then each argument and each NAME=VALUE
-# of the environment, ended by a NUL.
-_HEADER = struct.Struct("!ddI")
+# command. Each message: start time (seconds since the epoch), the graces of what the command
+# leaves behind when it exits 0 and when it fails, and the number of the command's arguments,
+# then each argument and each NAME=VALUE of the environment, ended by a NUL.
+_HEADER = struct.Struct("!dddI")
 _FRAME = struct.Struct("!cI")
 WARM, START = b"W", b"S"
 # In a WARM message's arguments, what the gate writes in (each item's first occurrence).
@@ -62,12 +67,14 @@ _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_NAME, _PR_SET_CHILD_SUBREAPER = 1, 
 _PASSED_ON = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP)
 
 
-def encode(start_at: float, command, env, grace: float = 0.0) -> bytes:
+def encode(start_at: float, command, env, grace: float = 0.0, failed_grace=None) -> bytes:
     """What the daemon writes to a gate: `command` (str items) to run at `start_at` with
     exactly the environment `env` (names and values free of NUL, names free of '='); what
-    the command leaves running when it ends gets `grace` seconds between SIGTERM and SIGKILL."""
+    the command leaves running when it ends gets `grace` seconds between SIGTERM and SIGKILL
+    after an exit 0, `failed_grace` (default: `grace`) after any other end."""
     items = list(command) + [f"{name}={value}" for name, value in env.items()]
-    return _HEADER.pack(start_at, grace, len(command)) + b"".join(os.fsencode(i) + b"\0" for i in items)
+    failed = grace if failed_grace is None else failed_grace
+    return _HEADER.pack(start_at, grace, failed, len(command)) + b"".join(os.fsencode(i) + b"\0" for i in items)
 
 
 def frame(kind: bytes, payload: bytes) -> bytes:
@@ -87,15 +94,16 @@ def frames(data: bytes):
 
 
 def decode(data: bytes):
-    """(start_at, grace, argv, env) from `encode`'s bytes, or None for anything else."""
+    """(start_at, (grace, failed_grace), argv, env) from `encode`'s bytes, or None for
+    anything else."""
     if len(data) < _HEADER.size:
         return None
-    start_at, grace, count = _HEADER.unpack_from(data)
+    start_at, grace, failed, count = _HEADER.unpack_from(data)
     items = data[_HEADER.size:].split(b"\0")
     if items.pop() != b"" or not 0 < count <= len(items):
         return None
     env = dict(item.partition(b"=")[::2] for item in items[count:])
-    return start_at, grace, items[:count], env
+    return start_at, (grace, failed), items[:count], env
 
 
 def descendants(root: int) -> list:
@@ -121,8 +129,8 @@ def descendants(root: int) -> list:
 class _Tree:
     """The command and every process below the gate, as the gate's signal handlers see it."""
 
-    def __init__(self, grace: float) -> None:
-        self.grace = grace
+    def __init__(self, graces) -> None:
+        self.graces = graces  # (after an exit 0, after a failure)
         self.command = 0  # its pid once started, its process group's too
         self.status = None  # its wait status once reaped
         self.killing = False
@@ -161,7 +169,8 @@ class _Tree:
                 self.status = status
                 if not self.killing and _any_left():  # the command left processes behind
                     self.pass_on(_signal.SIGTERM)
-                    _signal.setitimer(_signal.ITIMER_REAL, max(self.grace, 0.001))
+                    grace = self.graces[0] if status == 0 else self.graces[1]
+                    _signal.setitimer(_signal.ITIMER_REAL, max(grace, 0.001))
             if self.killing:
                 self.kill()  # the ones started between two sweeps
 
@@ -176,10 +185,10 @@ def _any_left() -> bool:
             return False
 
 
-def _supervise(libc, daemon: int, grace: float, argv, env, warm=None) -> None:
+def _supervise(libc, daemon: int, graces, argv, env, warm=None) -> None:
     """Start the command under this gate (or release the warm interpreter to run it), wait
     for its whole tree, exit as the command did."""
-    tree = _Tree(grace)
+    tree = _Tree(graces)
     everything = _signal.valid_signals() - {_signal.SIGKILL, _signal.SIGSTOP}
     # Blocked until the command's pid is known, so that a handler never misses it; the
     # command gets an empty mask and the default action of what Python ignores (with
@@ -336,11 +345,11 @@ def run(ready: int, gate: int, daemon: int):
         if warm is not None:
             warm.end()
         os._exit(ABORTED)
-    start_at, grace, argv, env = start
+    start_at, graces, argv, env = start
     delay = start_at - time.time()
     if delay > 0:
         time.sleep(delay)
-    _supervise(libc, daemon, grace, argv, env, warm)
+    _supervise(libc, daemon, graces, argv, env, warm)
 
 
 def _close_all_but(*keep: int) -> None:
@@ -360,10 +369,11 @@ def _close_all_but(*keep: int) -> None:
 
 class Spare:
     """A forked gate, waiting to be taken: its pid, a pidfd that becomes readable when it
-    ends, the read end of its ready pipe and the write end of its gate pipe."""
+    ends, the read end of its ready pipe, the write end of its gate pipe and the read end
+    of the pipe that is its (and its command's) stderr."""
 
-    def __init__(self, pid: int, pidfd: int, ready: int, gate: int) -> None:
-        self.pid, self.pidfd, self.ready, self.gate = pid, pidfd, ready, gate
+    def __init__(self, pid: int, pidfd: int, ready: int, gate: int, stderr: int) -> None:
+        self.pid, self.pidfd, self.ready, self.gate, self.stderr = pid, pidfd, ready, gate, stderr
 
 
 _spare = None
@@ -382,10 +392,12 @@ def fork_spare():
 
     ready_read, ready_write = os.pipe()
     gate_read, gate_write = os.pipe()
+    stderr_read, stderr_write = os.pipe()  # the command's stderr, read by the daemon (launch/output.py)
     daemon = os.getpid()
     pid = os.fork()
     if pid == 0:
         try:
+            os.dup2(stderr_write, 2)
             _close_all_but(0, 1, 2, ready_write, gate_read)
             os.setsid()
             run(ready_write, gate_read, daemon)
@@ -395,14 +407,16 @@ def fork_spare():
             os._exit(ABORTED)
     os.close(ready_write)
     os.close(gate_read)
+    os.close(stderr_write)
     try:
         pidfd = os.pidfd_open(pid)
     except OSError:
         os.close(gate_write)  # the gate sees EOF and ends
         os.close(ready_read)
+        os.close(stderr_read)
         os.waitpid(pid, 0)
         return None
-    _spare = Spare(pid, pidfd, ready_read, gate_write)
+    _spare = Spare(pid, pidfd, ready_read, gate_write, stderr_read)
     return pid
 
 

@@ -12,15 +12,17 @@ import time
 from typing import Mapping, Optional, Sequence, Union
 
 from . import gate, prewarm
-from ..errors import CommandNotExecutable, LaunchError
+from .output import OutputSettings, Plumbing, check_output_dir
+from ..config.options import BY_NAME
+from ..errors import CommandNotExecutable, ConfigError, LaunchError
 from ..core.tf_config import NOTIFY_VARIABLES
 from ..host.runtime import process_state
 
 log = logging.getLogger(__name__)
 
-# What a command that ended left running gets between SIGTERM and SIGKILL: as in an aborted
-# round, nothing is saved by waiting longer for it.
-LEFTOVER_GRACE = 3.0
+# The option table's defaults, for a launcher made without a config (tests, benchmarks).
+STOP_GRACE: float = BY_NAME["stop_grace"].default  # type: ignore[assignment]
+ABORT_GRACE: float = BY_NAME["abort_grace"].default  # type: ignore[assignment]
 
 
 def command_of(gate_pid: int) -> Optional[int]:
@@ -129,10 +131,20 @@ class Launcher:
     `fire` lets it start the command, which it then supervises. `stop` handles a waiting and a
     running command alike. The launcher signals only the gate: the gate passes signals on to
     every process of the command's tree, and ends once none is left.
+
+    What the command leaves running when it ends by itself gets SIGTERM, then SIGKILL after
+    `stop_grace` (--stop-grace) if it exited 0, after `abort_grace` (--abort-grace) if it
+    failed: the graces the daemon gives the command itself when its round completes or aborts.
     """
 
-    def __init__(self, leftover_grace: float = LEFTOVER_GRACE) -> None:
-        self.leftover_grace = leftover_grace
+    def __init__(self, stop_grace: float = STOP_GRACE, abort_grace: float = ABORT_GRACE,
+                 output: Optional[OutputSettings] = None) -> None:
+        self.stop_grace = stop_grace
+        self.abort_grace = abort_grace
+        self.output = Plumbing(output or OutputSettings())  # the command's stderr (and stdout) pipes
+        self._drained: Optional[asyncio.Future] = None  # the pipes read to their end
+        self._discarded: Optional[_Forked] = None  # a spare gate not taken, until it is reaped
+        self.signal: Optional[int] = None  # the signal the command died of
         self._process: Optional[Union[asyncio.subprocess.Process, _Forked]] = None
         self._up: Optional[asyncio.Future] = None  # done once the gate waits
         self._gate: Optional[int] = None
@@ -167,20 +179,32 @@ class Launcher:
         if self._process is not None:
             return
         check_command(command)
+        directory = self.output.settings.directory
+        if directory is not None:
+            try:
+                check_output_dir(directory, self.output.settings.job)
+            except OSError as exc:
+                raise ConfigError(f"--output-dir {directory}: cannot make {directory / self.output.settings.job}: "
+                                  f"{exc.strerror or exc}") from None
         # systemd's notify socket is the daemon's (NotifyAccess=main): not the command's.
         self._env = {k: v for k, v in os.environ.items() if k not in NOTIFY_VARIABLES}
         spare = gate.take_spare()
+        if spare is not None and self.output.captures_stdout:  # forked with only its stderr piped
+            self._discard(spare)
+            spare = None
         if spare is not None:
             self._process, ready_read, self._gate = _Forked(spare.pid, spare.pidfd), spare.ready, spare.gate
+            self.output.adopt(spare.stderr)
             log.debug("the command's gate: the spare forked at this process's start (pid %d)", spare.pid)
         else:
             ready_read, ready_write = os.pipe()
             gate_read, gate_write = os.pipe()
+            ends = self.output.ends()
             try:
                 self._process = await asyncio.create_subprocess_exec(
                     sys.executable, "-I", "-S", gate.__file__, str(ready_write), str(gate_read), str(os.getpid()),
                     # a session of its own is also a process group of its own (process_group=0: 3.11+)
-                    pass_fds=(ready_write, gate_read), start_new_session=True,
+                    pass_fds=(ready_write, gate_read), start_new_session=True, stdout=ends.get(1), stderr=ends[2],
                 )
             except BaseException:
                 os.close(gate_write)
@@ -189,6 +213,7 @@ class Launcher:
             finally:
                 os.close(gate_read)
                 os.close(ready_write)
+                self.output.close_ends()
             self._gate = gate_write
             log.debug("the command's gate: spawned (pid %d)", self._process.pid)
         self._command = tuple(command)
@@ -251,7 +276,8 @@ class Launcher:
     def fire(self, start_at: float) -> None:
         """Let the armed command start at `start_at` (seconds since the epoch)."""
         assert self._process is not None and self._gate is not None, "fire() before arm()"
-        self._write(gate.frame(gate.START, gate.encode(start_at, self._command, self._env, self.leftover_grace)))
+        self._write(gate.frame(gate.START, gate.encode(start_at, self._command, self._env, self.stop_grace,
+                                                       self.abort_grace)))
         self._close_gate()
         self.started_at = time.monotonic() + max(0.0, start_at - time.time())
         log.info("starting %s (pid %d%s)", " ".join(self._command), self._process.pid,
@@ -262,9 +288,31 @@ class Launcher:
             os.close(self._gate)
             self._gate = None
 
+    def _discard(self, spare: gate.Spare) -> None:
+        """A spare gate this launcher does not take: it ends without running anything."""
+        for fd in (spare.gate, spare.ready, spare.stderr):
+            os.close(fd)
+        self._discarded = _Forked(spare.pid, spare.pidfd)
+
+    def record_output(self, round: int, rank: int) -> Optional[str]:
+        """With --output-dir: the round's output file from now on (its path, logged)."""
+        path = self.output.record(round, rank)
+        if path is not None:
+            log.info("the command's output (stdout and stderr) goes to %s, and to this terminal", path)
+        return str(path) if path else None
+
+    def tail(self) -> tuple[str, ...]:
+        """The last lines the command wrote to stderr (complete once `wait` returned)."""
+        return self.output.tail()
+
     async def wait(self) -> int:
         assert self._process is not None
-        code = exit_code_of(await self._process.wait())  # the gate's: the whole tree has ended
+        returncode = await self._process.wait()  # the gate's: the whole tree has ended
+        if self._drained is None:
+            self._drained = asyncio.ensure_future(asyncio.to_thread(self.output.finish))
+        await asyncio.shield(self._drained)  # what it wrote last is in the tail and the file
+        code = exit_code_of(returncode)
+        self.signal = -returncode if returncode < 0 else None
         if self.finished_at is None:
             self.finished_at = time.monotonic()
             if self.started_at is not None and kill_session(self._process.pid):

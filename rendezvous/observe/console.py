@@ -59,7 +59,8 @@ class PlainFormatter(logging.Formatter):
 
 
 class JsonFormatter(logging.Formatter):
-    """One object per line: time, level, logger, message, then `context` (node, job)."""
+    """One object per line: time, level, logger, message, then `context` (node, job), and
+    a failed command's `failure` (node, rank, exit code, cause, tail) on the line that reports it."""
 
     def __init__(self, context: Optional[dict[str, str]] = None) -> None:
         super().__init__()
@@ -73,6 +74,9 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
             **self.context,
         }
+        failure = getattr(record, "failure", None)
+        if isinstance(failure, dict):
+            entry["failure"] = failure
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry)

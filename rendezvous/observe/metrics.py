@@ -3,7 +3,8 @@
 Every scrape asks the node's event loop for a fresh `NodeStatus` (the HTTP server runs in
 a thread of its own; the node's state is only read on its loop) and turns it into gauges
 with `samples`, a pure function. Names start with `rendezvous_`; every sample carries the
-labels `job` and `node`.
+labels `job` and `node`. The last failure's cause is a label (cut to 200 characters): one
+series per distinct failure, as the failures of a job are few.
 """
 
 from __future__ import annotations
@@ -58,6 +59,13 @@ def samples(status: NodeStatus) -> Iterator[Sample]:
             yield Sample(name, about, float(value))
     for metric, value in progress.metrics if progress else ():
         yield Sample("rendezvous_training_metric", "a metric the command last reported", value, (("metric", metric),))
+    failure = status.failure
+    if failure is not None:
+        yield Sample("rendezvous_last_failure_exit_code",
+                     "the exit code of the last failed command this node knows of; "
+                     "its node, rank and cause in the labels", failure.exit_code, (("failed_node", failure.node_id), ("failed_address", failure.address),
+                                         ("rank", "" if failure.rank is None else str(failure.rank)),
+                                         ("cause", failure.cause[:200])))
 
 
 class _Collector:

@@ -11,7 +11,6 @@ import socket
 from typing import Mapping, Optional
 
 from ..core.status import NodeStatus, status_line
-from ..core.tf_config import NOTIFY_VARIABLES
 from .report import Reporter
 
 log = logging.getLogger(__name__)

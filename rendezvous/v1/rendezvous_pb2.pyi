@@ -34,16 +34,18 @@ class Auth(_message.Message):
     def __init__(self, scheme: _Optional[str] = ..., nonce: _Optional[bytes] = ..., timestamp_ms: _Optional[int] = ..., mac: _Optional[bytes] = ...) -> None: ...
 
 class Peer(_message.Message):
-    __slots__ = ("node_id", "address", "port", "tf_port")
+    __slots__ = ("node_id", "address", "port", "tf_port", "data_address")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
     TF_PORT_FIELD_NUMBER: _ClassVar[int]
+    DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     address: str
     port: int
     tf_port: int
-    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., port: _Optional[int] = ..., tf_port: _Optional[int] = ...) -> None: ...
+    data_address: str
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., port: _Optional[int] = ..., tf_port: _Optional[int] = ..., data_address: _Optional[str] = ...) -> None: ...
 
 class PeerMessage(_message.Message):
     __slots__ = ("header", "join", "ready", "finished", "heartbeat", "progress", "synced")
@@ -103,7 +105,7 @@ class JoinRequest(_message.Message):
     def __init__(self, peer: _Optional[_Union[Peer, _Mapping]] = ..., expect: _Optional[int] = ..., fingerprint: _Optional[_Union[Fingerprint, _Mapping]] = ..., expect_min: _Optional[int] = ...) -> None: ...
 
 class Fingerprint(_message.Message):
-    __slots__ = ("python", "tensorflow", "gpus", "files")
+    __slots__ = ("python", "tensorflow", "gpus", "files", "gpu_ids", "gpu_option", "data_interface")
     class FilesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -115,11 +117,17 @@ class Fingerprint(_message.Message):
     TENSORFLOW_FIELD_NUMBER: _ClassVar[int]
     GPUS_FIELD_NUMBER: _ClassVar[int]
     FILES_FIELD_NUMBER: _ClassVar[int]
+    GPU_IDS_FIELD_NUMBER: _ClassVar[int]
+    GPU_OPTION_FIELD_NUMBER: _ClassVar[int]
+    DATA_INTERFACE_FIELD_NUMBER: _ClassVar[int]
     python: str
     tensorflow: str
     gpus: _containers.RepeatedScalarFieldContainer[str]
     files: _containers.ScalarMap[str, str]
-    def __init__(self, python: _Optional[str] = ..., tensorflow: _Optional[str] = ..., gpus: _Optional[_Iterable[str]] = ..., files: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    gpu_ids: _containers.RepeatedScalarFieldContainer[str]
+    gpu_option: str
+    data_interface: str
+    def __init__(self, python: _Optional[str] = ..., tensorflow: _Optional[str] = ..., gpus: _Optional[_Iterable[str]] = ..., files: _Optional[_Mapping[str, str]] = ..., gpu_ids: _Optional[_Iterable[str]] = ..., gpu_option: _Optional[str] = ..., data_interface: _Optional[str] = ...) -> None: ...
 
 class Ready(_message.Message):
     __slots__ = ("cluster_digest", "sync")
@@ -130,14 +138,40 @@ class Ready(_message.Message):
     def __init__(self, cluster_digest: _Optional[str] = ..., sync: _Optional[_Union[SyncState, _Mapping]] = ...) -> None: ...
 
 class Finished(_message.Message):
-    __slots__ = ("exit_code", "reason", "sync")
+    __slots__ = ("exit_code", "reason", "sync", "failure")
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     SYNC_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
     exit_code: int
     reason: str
     sync: SyncState
-    def __init__(self, exit_code: _Optional[int] = ..., reason: _Optional[str] = ..., sync: _Optional[_Union[SyncState, _Mapping]] = ...) -> None: ...
+    failure: CommandFailure
+    def __init__(self, exit_code: _Optional[int] = ..., reason: _Optional[str] = ..., sync: _Optional[_Union[SyncState, _Mapping]] = ..., failure: _Optional[_Union[CommandFailure, _Mapping]] = ...) -> None: ...
+
+class CommandFailure(_message.Message):
+    __slots__ = ("node_id", "address", "rank", "exit_code", "signal", "reason", "error_type", "message", "tail", "from_error_file")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ERROR_TYPE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TAIL_FIELD_NUMBER: _ClassVar[int]
+    FROM_ERROR_FILE_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    address: str
+    rank: int
+    exit_code: int
+    signal: str
+    reason: str
+    error_type: str
+    message: str
+    tail: _containers.RepeatedScalarFieldContainer[str]
+    from_error_file: bool
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., rank: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[str] = ..., reason: _Optional[str] = ..., error_type: _Optional[str] = ..., message: _Optional[str] = ..., tail: _Optional[_Iterable[str]] = ..., from_error_file: _Optional[bool] = ...) -> None: ...
 
 class CoordinatorMessage(_message.Message):
     __slots__ = ("header", "waiting", "frozen", "release", "redirect", "rejected", "aborted", "heartbeat", "completed", "sync_from")
@@ -178,16 +212,18 @@ class Waiting(_message.Message):
     def __init__(self, joined: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., expect: _Optional[int] = ..., expect_min: _Optional[int] = ...) -> None: ...
 
 class Frozen(_message.Message):
-    __slots__ = ("members", "cluster_digest", "warnings", "liveness_timeout")
+    __slots__ = ("members", "cluster_digest", "warnings", "liveness_timeout", "gpus")
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_DIGEST_FIELD_NUMBER: _ClassVar[int]
     WARNINGS_FIELD_NUMBER: _ClassVar[int]
     LIVENESS_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
     members: _containers.RepeatedCompositeFieldContainer[Peer]
     cluster_digest: str
     warnings: _containers.RepeatedScalarFieldContainer[str]
     liveness_timeout: float
-    def __init__(self, members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., cluster_digest: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., liveness_timeout: _Optional[float] = ...) -> None: ...
+    gpus: int
+    def __init__(self, members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., cluster_digest: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., liveness_timeout: _Optional[float] = ..., gpus: _Optional[int] = ...) -> None: ...
 
 class Release(_message.Message):
     __slots__ = ("start_at_unix_ns", "delay_ns")
@@ -230,16 +266,32 @@ class Rejected(_message.Message):
     def __init__(self, reason: _Optional[_Union[Rejected.Reason, str]] = ..., message: _Optional[str] = ...) -> None: ...
 
 class Aborted(_message.Message):
-    __slots__ = ("reason", "exit_code", "final", "preflight")
+    __slots__ = ("reason", "exit_code", "final", "preflight", "stop", "failure")
     REASON_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     FINAL_FIELD_NUMBER: _ClassVar[int]
     PREFLIGHT_FIELD_NUMBER: _ClassVar[int]
+    STOP_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
     reason: str
     exit_code: int
     final: bool
     preflight: bool
-    def __init__(self, reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., final: _Optional[bool] = ..., preflight: _Optional[bool] = ...) -> None: ...
+    stop: StopOrder
+    failure: CommandFailure
+    def __init__(self, reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., final: _Optional[bool] = ..., preflight: _Optional[bool] = ..., stop: _Optional[_Union[StopOrder, _Mapping]] = ..., failure: _Optional[_Union[CommandFailure, _Mapping]] = ...) -> None: ...
+
+class StopOrder(_message.Message):
+    __slots__ = ("address", "user", "reason", "stop_grace")
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    STOP_GRACE_FIELD_NUMBER: _ClassVar[int]
+    address: str
+    user: str
+    reason: str
+    stop_grace: float
+    def __init__(self, address: _Optional[str] = ..., user: _Optional[str] = ..., reason: _Optional[str] = ..., stop_grace: _Optional[float] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
     __slots__ = ("header", "caller")
@@ -250,7 +302,7 @@ class StatusRequest(_message.Message):
     def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., caller: _Optional[_Union[AdvertRecord, _Mapping]] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("header", "self", "phase", "expect", "coordinator", "members", "tf_config", "rank", "seen", "trainer_pid", "trainer_uptime_seconds", "exit_code", "fingerprint", "tensorflow", "gpus", "preflight", "progress", "expect_min", "warm_pid", "warm_rss_bytes")
+    __slots__ = ("header", "self", "phase", "expect", "coordinator", "members", "tf_config", "rank", "seen", "trainer_pid", "trainer_uptime_seconds", "exit_code", "fingerprint", "tensorflow", "gpus", "preflight", "progress", "expect_min", "gpu_count", "failure", "warm_pid", "warm_rss_bytes")
     class TensorflowEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -283,6 +335,8 @@ class StatusResponse(_message.Message):
     PREFLIGHT_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     EXPECT_MIN_FIELD_NUMBER: _ClassVar[int]
+    GPU_COUNT_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
     WARM_PID_FIELD_NUMBER: _ClassVar[int]
     WARM_RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
     header: Header
@@ -303,9 +357,11 @@ class StatusResponse(_message.Message):
     preflight: _containers.RepeatedScalarFieldContainer[str]
     progress: Progress
     expect_min: int
+    gpu_count: int
+    failure: CommandFailure
     warm_pid: int
     warm_rss_bytes: int
-    def __init__(self_, header: _Optional[_Union[Header, _Mapping]] = ..., self: _Optional[_Union[Peer, _Mapping]] = ..., phase: _Optional[str] = ..., expect: _Optional[int] = ..., coordinator: _Optional[_Union[Peer, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., tf_config: _Optional[str] = ..., rank: _Optional[int] = ..., seen: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., trainer_pid: _Optional[int] = ..., trainer_uptime_seconds: _Optional[float] = ..., exit_code: _Optional[int] = ..., fingerprint: _Optional[_Union[Fingerprint, _Mapping]] = ..., tensorflow: _Optional[_Mapping[str, str]] = ..., gpus: _Optional[_Mapping[str, str]] = ..., preflight: _Optional[_Iterable[str]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., expect_min: _Optional[int] = ..., warm_pid: _Optional[int] = ..., warm_rss_bytes: _Optional[int] = ...) -> None: ...
+    def __init__(self_, header: _Optional[_Union[Header, _Mapping]] = ..., self: _Optional[_Union[Peer, _Mapping]] = ..., phase: _Optional[str] = ..., expect: _Optional[int] = ..., coordinator: _Optional[_Union[Peer, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., tf_config: _Optional[str] = ..., rank: _Optional[int] = ..., seen: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., trainer_pid: _Optional[int] = ..., trainer_uptime_seconds: _Optional[float] = ..., exit_code: _Optional[int] = ..., fingerprint: _Optional[_Union[Fingerprint, _Mapping]] = ..., tensorflow: _Optional[_Mapping[str, str]] = ..., gpus: _Optional[_Mapping[str, str]] = ..., preflight: _Optional[_Iterable[str]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., expect_min: _Optional[int] = ..., gpu_count: _Optional[int] = ..., failure: _Optional[_Union[CommandFailure, _Mapping]] = ..., warm_pid: _Optional[int] = ..., warm_rss_bytes: _Optional[int] = ...) -> None: ...
 
 class MemberStatus(_message.Message):
     __slots__ = ("peer", "rank", "phase", "command_uptime_seconds", "exit_code", "progress", "straggler")
@@ -326,7 +382,7 @@ class MemberStatus(_message.Message):
     def __init__(self, peer: _Optional[_Union[Peer, _Mapping]] = ..., rank: _Optional[int] = ..., phase: _Optional[str] = ..., command_uptime_seconds: _Optional[float] = ..., exit_code: _Optional[int] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., straggler: _Optional[bool] = ...) -> None: ...
 
 class JobStatusResponse(_message.Message):
-    __slots__ = ("header", "coordinating", "coordinator", "phase", "expect", "restarts", "last_abort_reason", "members", "expect_min")
+    __slots__ = ("header", "coordinating", "coordinator", "phase", "expect", "restarts", "last_abort_reason", "members", "expect_min", "last_failure")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     COORDINATING_FIELD_NUMBER: _ClassVar[int]
     COORDINATOR_FIELD_NUMBER: _ClassVar[int]
@@ -336,6 +392,7 @@ class JobStatusResponse(_message.Message):
     LAST_ABORT_REASON_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     EXPECT_MIN_FIELD_NUMBER: _ClassVar[int]
+    LAST_FAILURE_FIELD_NUMBER: _ClassVar[int]
     header: Header
     coordinating: bool
     coordinator: Peer
@@ -345,7 +402,36 @@ class JobStatusResponse(_message.Message):
     last_abort_reason: str
     members: _containers.RepeatedCompositeFieldContainer[MemberStatus]
     expect_min: int
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., coordinating: _Optional[bool] = ..., coordinator: _Optional[_Union[Peer, _Mapping]] = ..., phase: _Optional[str] = ..., expect: _Optional[int] = ..., restarts: _Optional[int] = ..., last_abort_reason: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberStatus, _Mapping]]] = ..., expect_min: _Optional[int] = ...) -> None: ...
+    last_failure: CommandFailure
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., coordinating: _Optional[bool] = ..., coordinator: _Optional[_Union[Peer, _Mapping]] = ..., phase: _Optional[str] = ..., expect: _Optional[int] = ..., restarts: _Optional[int] = ..., last_abort_reason: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberStatus, _Mapping]]] = ..., expect_min: _Optional[int] = ..., last_failure: _Optional[_Union[CommandFailure, _Mapping]] = ...) -> None: ...
+
+class StopRequest(_message.Message):
+    __slots__ = ("header", "user", "reason", "stop_grace")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    STOP_GRACE_FIELD_NUMBER: _ClassVar[int]
+    header: Header
+    user: str
+    reason: str
+    stop_grace: float
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., user: _Optional[str] = ..., reason: _Optional[str] = ..., stop_grace: _Optional[float] = ...) -> None: ...
+
+class StopResponse(_message.Message):
+    __slots__ = ("header", "coordinating", "coordinator", "members", "round", "phase")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    COORDINATING_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    header: Header
+    coordinating: bool
+    coordinator: Peer
+    members: _containers.RepeatedCompositeFieldContainer[Peer]
+    round: int
+    phase: str
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., coordinating: _Optional[bool] = ..., coordinator: _Optional[_Union[Peer, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., round: _Optional[int] = ..., phase: _Optional[str] = ...) -> None: ...
 
 class PreviousChief(_message.Message):
     __slots__ = ("node_id", "address", "round", "started_unix_ns")

@@ -64,6 +64,11 @@ class RendezvousStub:
                 request_serializer=rendezvous_dot_v1_dot_rendezvous__pb2.Adverts.SerializeToString,
                 response_deserializer=rendezvous_dot_v1_dot_rendezvous__pb2.Adverts.FromString,
                 _registered_method=True)
+        self.Stop = channel.unary_unary(
+                '/rendezvous.v1.Rendezvous/Stop',
+                request_serializer=rendezvous_dot_v1_dot_rendezvous__pb2.StopRequest.SerializeToString,
+                response_deserializer=rendezvous_dot_v1_dot_rendezvous__pb2.StopResponse.FromString,
+                _registered_method=True)
 
 
 class RendezvousServicer:
@@ -110,6 +115,14 @@ class RendezvousServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Stop(self, request, context):
+        """`rendezvous stop --job`: end the job on every member, with no restart. A node that does
+        not coordinate the job names the one that does instead.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RendezvousServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -142,6 +155,11 @@ def add_RendezvousServicer_to_server(servicer, server):
                     servicer.Exchange,
                     request_deserializer=rendezvous_dot_v1_dot_rendezvous__pb2.Adverts.FromString,
                     response_serializer=rendezvous_dot_v1_dot_rendezvous__pb2.Adverts.SerializeToString,
+            ),
+            'Stop': grpc.unary_unary_rpc_method_handler(
+                    servicer.Stop,
+                    request_deserializer=rendezvous_dot_v1_dot_rendezvous__pb2.StopRequest.FromString,
+                    response_serializer=rendezvous_dot_v1_dot_rendezvous__pb2.StopResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -306,6 +324,33 @@ class Rendezvous:
             '/rendezvous.v1.Rendezvous/Exchange',
             rendezvous_dot_v1_dot_rendezvous__pb2.Adverts.SerializeToString,
             rendezvous_dot_v1_dot_rendezvous__pb2.Adverts.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Stop(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rendezvous.v1.Rendezvous/Stop',
+            rendezvous_dot_v1_dot_rendezvous__pb2.StopRequest.SerializeToString,
+            rendezvous_dot_v1_dot_rendezvous__pb2.StopResponse.FromString,
             options,
             channel_credentials,
             insecure,

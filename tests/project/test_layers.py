@@ -22,7 +22,7 @@ MAX_TOP_LEVEL_MODULES = 5
 
 ADAPTERS = frozenset({"config", "coordinator", "discovery", "host", "launch", "observe"})
 #: A unit is a subpackage, or one module of the top level ("rendezvous" is its __init__).
-UNITS = frozenset({"rendezvous", "__main__", "errors", "core", "daemon", "cli", "v1"} | ADAPTERS)
+UNITS = frozenset({"rendezvous", "__main__", "errors", "core", "daemon", "cli", "v1", "script"} | ADAPTERS)
 
 #: The units each unit may import besides itself.
 LAYERS: dict[str, frozenset[str]] = {
@@ -40,6 +40,9 @@ LAYERS: dict[str, frozenset[str]] = {
     "errors": frozenset(),
     "rendezvous": frozenset({"errors"}),
     "__main__": UNITS - {"v1"},
+    # what training scripts import: the standard library only, so that it loads in milliseconds
+    # beside TensorFlow (tests/unit/script checks what importing it loads)
+    "script": frozenset(),
 }
 #: The only units that may touch protobuf, its generated messages included.
 PROTOBUF_UNITS = frozenset({"coordinator", "v1"})
@@ -302,6 +305,8 @@ CLASS_TOO_BIG = "class Big:\n" + "    x = 1\n" * MAX_CLASS_LINES
      "import", "rendezvous.daemon"),
     ("rendezvous/cli/x.py", "from ..v1 import rendezvous_pb2\n", "import", "rendezvous.v1"),
     ("rendezvous/launch/gate.py", "from ..core import peer\n", "script", "rendezvous.core"),
+    ("rendezvous/script/x.py", "from ..core.progress import Progress\n", "import", "rendezvous.core.progress"),
+    ("rendezvous/script/x.py", "from .. import errors\n", "import", "rendezvous"),
     ("rendezvous/core/x.py", "x = 1\n" * (MAX_MODULE_LINES + 1), "module-size", ""),
     ("rendezvous/core/x.py", CLASS_TOO_BIG, "class-size", "Big"),
     ("rendezvous/plugins/x.py", "", "no-layer", ""),

@@ -125,7 +125,7 @@ def test_wheel_metadata(wheel):
     assert metadata["Version"] == __version__
     assert metadata["Requires-Python"] == ">=3.10"
     assert metadata["License-Expression"] == "Apache-2.0"
-    assert sorted(metadata.get_all("Provides-Extra")) == ["bench", "test", "trainer"]
+    assert sorted(metadata.get_all("Provides-Extra")) == ["bench", "docs", "test", "trainer"]
     requires = metadata.get_all("Requires-Dist")
     assert 'tensorflow==2.21.*; extra == "trainer"' in requires
     assert 'zeroconf==0.154.*; python_version >= "3.11"' in requires

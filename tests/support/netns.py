@@ -14,7 +14,10 @@ Layout of one network (needs root and iproute2's ``ip``):
 * host namespaces ``rdvt-<pid>-<hex>-h<i>``, each with ``lo`` up and ``eth0``
   (the other veth end) holding the ``i``-th address of the subnet (10.213.0.1,
   10.213.0.2, ... by default), the subnet's route and a default route
-  ``dev eth0``. Nothing lies beyond the bridge, so no packet leaves.
+  ``dev eth0``. Nothing lies beyond the bridge, so no packet leaves;
+* with ``data_subnet``, a second bridge ``bd`` in the bridge namespace and in each host
+  ``eth1`` on it, holding the ``i``-th address of that subnet and its route only: a
+  separate data network beside the control one.
 
 ``<pid>`` is the pid of the creating process: :func:`cleanup_stale` removes
 only namespaces whose creator is dead, so concurrent test sessions are safe.
@@ -178,6 +181,9 @@ class Host:
     #: Whether ``address`` is IPv4 and assigned (False on an IPv6-only host of a dual-stack
     #: network, whose ``address`` is then ``address6``).
     has_ipv4: bool = True
+    #: Its address on the data network (``data_subnet``), on ``data_interface``, if any.
+    data_address: str | None = None
+    data_interface: str = "eth1"
     _procs: list[subprocess.Popen] = field(default_factory=list, repr=False)
 
     @property
@@ -237,11 +243,15 @@ class Network:
     ``subnet6`` (a ULA /64; one segment, multicast on): the hosts are dual-stack, host ``i``
     also has the ``i+1``-th address of ``subnet6`` and an IPv6 default route; ``families``
     gives each host ``"46"`` (both, the default), ``"4"`` or ``"6"`` (one family only).
+
+    ``data_subnet`` (a private IPv4 network; one segment): every host also has ``eth1``
+    on a second bridge, with the ``i+1``-th address of that subnet (``Host.data_address``)
+    and no route beyond it: the data network of a lab beside its office network.
     """
 
     def __init__(
         self, n_hosts: int, subnet: str = DEFAULT_SUBNET, multicast: bool = True, segments: int = 1,
-        subnet6: str | None = None, families: Sequence[str] = (),
+        subnet6: str | None = None, families: Sequence[str] = (), data_subnet: str | None = None,
     ) -> None:
         if n_hosts < segments or segments < 1:
             raise ValueError("a network needs at least one host per segment")
@@ -272,6 +282,9 @@ class Network:
             self.hosts.append(Host(i, f"{self.prefix}h{i}", address, prefixlen=parts[segment].prefixlen, segment=segment))
         if subnet6 is not None:
             self._add_ipv6(ipaddress.ip_network(subnet6), families or ["46"] * n_hosts)
+        self.data_subnet = ipaddress.ip_network(data_subnet) if data_subnet is not None else None
+        if self.data_subnet is not None:
+            self._add_data_network(self.data_subnet, segments)
         self._created: list[str] = []
         self.is_up = False
 
@@ -284,6 +297,15 @@ class Network:
             host.address6 = str(v6) if "6" in family else None
             host.has_ipv4 = "4" in family
             host.address = host.address if host.has_ipv4 else str(v6)
+
+    def _add_data_network(self, data: ipaddress.IPv4Network | ipaddress.IPv6Network, segments: int) -> None:
+        if data.version != 4 or not data.is_private or data.overlaps(self.subnet) or segments > 1:
+            raise ValueError(f"data_subnet {data} must be a private IPv4 network apart from {self.subnet}, "
+                             "on a network of one segment")
+        if data.num_addresses - 2 < self.n_hosts:
+            raise ValueError(f"data_subnet {data} has no room for {self.n_hosts} hosts")
+        for host, address in zip(self.hosts, data.hosts()):
+            host.data_address = str(address)
 
     # -- context manager ---------------------------------------------------
 
@@ -337,11 +359,11 @@ class Network:
         self.is_up = True
         return self
 
-    def _port(self, port: str, segment: int, peer: str, ns: str, mac: str) -> list[str]:
-        """A veth from bridge ``br<segment>`` (end ``port``) to ``peer`` in ``ns``."""
+    def _port(self, port: str, segment: int, peer: str, ns: str, mac: str, bridge: str | None = None) -> list[str]:
+        """A veth from bridge ``br<segment>`` (or ``bridge``; end ``port``) to ``peer`` in ``ns``."""
         lines = [
             f"link add {port} type veth peer name {peer} address {mac} netns {ns}",
-            f"link set {port} master br{segment}",
+            f"link set {port} master {bridge or f'br{segment}'}",
         ]
         if not self.multicast:
             lines.append(f"link set {port} type bridge_slave mcast_flood off")
@@ -356,6 +378,10 @@ class Network:
             lines += self._port(f"h{host.index}", host.segment, host.interface, host.name, host.mac)
         for segment in range(len(self.gateways)):
             lines += self._port(f"g{segment}", segment, f"r{segment}", self.router_ns, _router_mac(segment))
+        if self.data_subnet is not None:
+            lines += ["link add bd type bridge mcast_snooping 0 stp_state 0 forward_delay 0", "link set bd up"]
+            for host in self.hosts:
+                lines += self._port(f"d{host.index}", 0, host.data_interface, host.name, _data_mac(host.index), "bd")
         _ip("-n", self.bridge_ns, "-batch", "-", stdin="\n".join(lines) + "\n")
 
     def _neighbours(self, segment: int, interface: str, me: str) -> list[str]:
@@ -382,6 +408,9 @@ class Network:
             *(f"route add {'default' if v == 4 else '::/0'} {via}dev {host.interface}" for v in versions),
             *self._neighbours(host.segment, host.interface, host.address),
         ]
+        if host.data_address is not None and self.data_subnet is not None:
+            lines += [f"addr add {host.data_address}/{self.data_subnet.prefixlen} dev {host.data_interface}",
+                      f"link set {host.data_interface} up"]
         _ip("-n", host.name, "-batch", "-", stdin="\n".join(lines) + "\n")
 
     def _setup_router(self) -> None:
@@ -452,6 +481,11 @@ class Network:
 
 def _router_mac(segment: int) -> str:
     return f"02:00:00:{segment:02x}:00:fe"
+
+
+def _data_mac(index: int) -> str:
+    """A host's eth1 on the data network."""
+    return f"02:01:{index >> 8:02x}:{index & 0xff:02x}:00:01"
 
 
 def stop_on_sigterm() -> None:

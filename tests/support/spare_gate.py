@@ -3,7 +3,7 @@ it to a launcher: spare_gate.py ACTION ENV_JSON COMMAND...
 
 Prints one JSON line {"spare": pid, "again": what a second take got} as soon as the gate
 waits, then: `fire` starts the command now, prints {"command": its pid} once it runs (null if it ended first) and
-{"code": its exit code} when it ends;
+{"code": its exit code} when it ends, then {"tail": the last lines of its stderr};
 `stop` disarms the gate and prints {"code": ...}; `hold` waits forever (to be killed)."""
 
 import json
@@ -31,6 +31,7 @@ async def main(action: str, env: dict, command: list) -> None:
             await asyncio.sleep(0.01)
         print(json.dumps({"command": None if ended.done() else launcher.pid}), flush=True)
         print(json.dumps({"code": await ended}), flush=True)
+        print(json.dumps({"tail": launcher.tail()}), flush=True)
     elif action == "stop":
         print(json.dumps({"code": await launcher.stop(grace=1)}), flush=True)
     else:

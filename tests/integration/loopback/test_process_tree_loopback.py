@@ -96,3 +96,20 @@ def test_abort_grace_bounds_an_aborted_rounds_command_that_ignores_sigterm(tmp_p
         assert peer.wait() == 0, peer.log  # long before --stop-grace would have passed
     assert len(starts(out, 2)) == 2
     assert "the command ignored SIGTERM for 0.5s: SIGKILL" in peers[0].log, peers[0].log
+
+
+@pytest.mark.parametrize("exit_code, options", [
+    (0, ["--stop-grace", "5", "--abort-grace", "0.5"]),
+    (3, ["--stop-grace", "0.5", "--abort-grace", "5", "--max-restarts", "0"]),
+])
+def test_what_a_finished_command_left_behind_gets_the_grace_of_its_end(tmp_path, job, exit_code, options):
+    """A command that exits leaving a child that ignores SIGTERM: the daemon's gate kills the
+    child after --stop-grace when the command exited 0, after --abort-grace when it failed."""
+    seconds = f"{300 + secrets.randbelow(10**6) / 10**6:.6f}"
+    started = tmp_path / "started"
+    command = ["sh", "-c", f"date +%s.%N > {started}; sh -c \"trap '' TERM; sleep {seconds}\" & "
+               f"sleep 0.3; exit {exit_code}"]
+    peer = start(tmp_path, job, ADDRESSES[0], command, options=options, expect=1)
+    assert peer.wait(timeout=60) == exit_code, peer.log
+    assert time.time() - float(started.read_text()) >= 5.3, peer.log  # the 5 s grace, not 0.5 (nor 3)
+    assert not running(f"sleep\0{seconds}")

@@ -4,7 +4,6 @@ jobs (--expect MIN:MAX) that shrink and grow."""
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import signal

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
@@ -220,6 +219,32 @@ def test_hosts_have_eth0_a_subnet_route_and_a_default_route(make_network):
     assert "10.88.1.0/24 dev eth0" in routes
     link = host.run(["ip", "link", "show", "eth0"], capture_output=True, text=True, check=True).stdout
     assert "MULTICAST" in link and "UP" in link
+
+
+@pytest.mark.parametrize("data_subnet, segments", [("8.8.8.0/24", 1), ("10.88.1.0/25", 1), ("10.99.0.0/30", 1),
+                                                   ("10.99.0.0/24", 2)])
+def test_a_data_network_must_be_private_apart_and_big_enough(data_subnet, segments):
+    with pytest.raises(ValueError, match="data_subnet"):
+        Network(3, subnet="10.88.1.0/24", data_subnet=data_subnet, segments=segments)
+
+
+@pytest.mark.netns
+def test_a_data_network_is_eth1_on_a_second_bridge_without_a_default_route(make_network):
+    net = make_network(2, subnet="10.88.1.0/24", data_subnet="10.99.0.0/24")
+    assert [h.data_address for h in net.hosts] == ["10.99.0.1", "10.99.0.2"]
+    host = net.hosts[1]
+    addrs = host.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True, check=True).stdout
+    assert f"eth0    inet {host.address}/24" in addrs and "eth1    inet 10.99.0.2/24" in addrs
+    routes = host.run(["ip", "-4", "route"], capture_output=True, text=True, check=True).stdout
+    assert "default dev eth0" in routes and "10.99.0.0/24 dev eth1" in routes and "default dev eth1" not in routes
+    server = net.hosts[0].popen([PY, "-c", ECHO_SERVER, "0.0.0.0", "7777", "2"], stdout=subprocess.PIPE, text=True)
+    assert server.stdout is not None and server.stdout.readline().strip() == "ready"
+    for address in (net.hosts[0].address, net.hosts[0].data_address):
+        echo = host.run([PY, "-c", ECHO_CLIENT, "me", "7777", address], capture_output=True, text=True, timeout=HANG)
+        assert echo.returncode == 0 and echo.stdout.strip() == f"me->{address}", (address, echo.stderr)
+    server.wait(timeout=HANG)
+    plain = make_network(1, subnet="10.88.1.0/24")
+    assert plain.hosts[0].data_address is None
 
 
 @pytest.mark.netns

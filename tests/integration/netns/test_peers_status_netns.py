@@ -130,7 +130,9 @@ def test_status_of_a_training_member_in_both_formats(cluster):
         assert status["daemon_pid"] > 0
         assert status["environment"] == {
             "python": platform.python_version(), "tensorflow": TENSORFLOW, "gpus": [], "same_files": {},
+            "gpu_ids": [], "gpus_option": "all", "data_interface": None,
         }
+        assert (status["gpu_count"], status["devices"]) == (None, [])  # --gpus all, no nvidia-smi
 
         text = rendezvous(host, "status")
         assert text.returncode == 0, text.stderr
@@ -143,6 +145,7 @@ def test_status_of_a_training_member_in_both_formats(cluster):
         assert json.dumps(record["tf_config"], separators=(",", ":")) in block
         assert f"trainer      pid {record['pid']}, up " in block
         assert f"environment  Python {platform.python_version()}, " in block and ", GPUs none" in block
+        assert "devices      no GPU" in block
         assert "TF version  GPUs" in block.splitlines()[4]  # every member's, as it advertises them
         assert [(m["tensorflow"], m["gpus"]) for m in status["members"]] == [(TENSORFLOW, "none")] * 2
 

@@ -8,7 +8,6 @@ import secrets
 import signal
 import sys
 import time
-from pathlib import Path
 
 import pytest
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
-from pathlib import Path
 
 import pytest
 from peers import run_join

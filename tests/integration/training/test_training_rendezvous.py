@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from peers import job_status, start_peer, wait_for_job
+from peers import start_peer, wait_for_job
 
 pytestmark = pytest.mark.training
 

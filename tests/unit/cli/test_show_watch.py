@@ -27,7 +27,7 @@ class Seen(Exception):
 def views(*phases: str):
     answers = iter(JobView(job="j", round=1, phase=p, expect=Size.fixed(2), coordinator=None) for p in phases)
 
-    async def fetch(job, address, timeout, endpoint=None):
+    async def fetch(job, address, timeout, endpoint=None, lookup=None):
         for view in answers:
             return view, "10.0.0.9:7000"
         raise Seen

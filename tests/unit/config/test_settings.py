@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -58,6 +57,8 @@ def test_names_of_every_option():
         "stop_grace", "verbose", "quiet", "log_format", "timings", "max_restarts", "no_restart_on",
         "liveness_timeout", "same_file", "allow_mismatch", "python", "settle", "metrics_port",
         "sync_dir", "sync_max_bytes", "token_file", "peers", "discovery", "abort_grace", "prewarm",
+        "gpus", "data_interface", "data_address",
+        "output_dir", "output_max_bytes", "output_keep_rounds",
     }
 
 
@@ -83,6 +84,9 @@ LAYERS = {
     "peers": ('peers = ["a.example", "10.0.0.1:7000"]', "b.example, [fd00::1]:7001", ["c"],
               ("a.example", "10.0.0.1:7000"), ("b.example", "[fd00::1]:7001")),
     "discovery": ('discovery = "unicast"', "both", "mdns", "unicast", "both"),
+    "gpus": ('gpus = "min"', "4", "none", "min", "4"),
+    "data_interface": ('data-interface = "eth1"', "ib0", "eth2", "eth1", "ib0"),
+    "data_address": ('data-address = "192.168.9.1"', "fd00:9::1", "192.168.9.3", "192.168.9.1", "fd00:9::1"),
 }
 
 
@@ -101,6 +105,22 @@ def test_each_option_file_then_environment_then_command_line(tmp_path, name):
     cli = {name: cli_value}
     from_cli = tuple(cli_value) if isinstance(cli_value, list) else cli_value
     assert _value(settings(cli, environ={variable: env_text}, file_text=text, tmp_path=tmp_path), name) == from_cli
+
+
+@pytest.mark.parametrize("environ, cli, problem", [
+    ({"RENDEZVOUS_GPUS": "most"}, {}, "RENDEZVOUS_GPUS must be all, min, none or a number of GPUs, got 'most'"),
+    ({}, {"gpus": "-2"}, "--gpus must be all, min, none or a number of GPUs, got '-2'"),
+    ({"RENDEZVOUS_DATA_ADDRESS": "eth1"}, {}, "RENDEZVOUS_DATA_ADDRESS must be a numeric IP address, got 'eth1'"),
+])
+def test_bad_gpus_and_data_addresses_are_named_with_their_source(tmp_path, environ, cli, problem):
+    with pytest.raises(ConfigError, match=re.escape(problem)):
+        settings(cli, environ={"RENDEZVOUS_EXPECT": "2", **environ})
+
+
+def test_a_gpus_number_in_the_config_file_may_be_a_number_or_text(tmp_path):
+    assert settings(file_text="expect = 2\ngpus = 4\n", tmp_path=tmp_path).join.gpus == "4"
+    with pytest.raises(ConfigError, match=re.escape("gpus must be all, min, none or a number of GPUs, got True")):
+        settings(file_text="expect = 2\ngpus = true\n", tmp_path=tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -460,17 +480,17 @@ def test_a_whole_join_from_file_and_environment(tmp_path):
 
 
 # --------------------------------------------------------------------------
-# The README's list of values is what the environment and the file accept
+# The documented list of values (docs/operations.md) is what the environment and the file accept
 # --------------------------------------------------------------------------
 
-README = REPO / "README.md"
+README = REPO / "docs" / "operations.md"
 
 
 def documented_values(name: str) -> list[str]:
     """The `values` in the README's parentheses right after `name` (not options like `-v`)."""
     text = " ".join(README.read_text().split())
     match = re.search(re.escape(f"`{name}`") + r" \(([^)]*)\)", text)
-    assert match, f"the README lists no values for {name}"
+    assert match, f"docs/operations.md lists no values for {name}"
     return [v for v in re.findall(r"`([^`]+)`", match[1]) if not v.startswith("-")]
 
 
@@ -523,7 +543,7 @@ def test_allow_mismatch_refuses_what_it_cannot_allow_listing_what_it_can(kind):
         build_settings(from_environ({"RENDEZVOUS_EXPECT": "2", "RENDEZVOUS_ALLOW_MISMATCH": kind}))
     message = str(info.value)
     assert message.startswith("RENDEZVOUS_ALLOW_MISMATCH must name kinds from tensorflow-patch, python, gpu-model, same-file")
-    assert "gpu-count and tensorflow differences are always refused" in message
+    assert "data-network, gpu-count, gpus-option, tensorflow differences are always refused" in message
 
 
 def test_same_file_refuses_an_empty_path_naming_the_file_key():

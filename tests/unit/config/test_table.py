@@ -87,7 +87,8 @@ def test_peers_and_status_get_the_tables_defaults_when_not_given():
     from rendezvous.config.sources import look_options
 
     peers = look_options({"seconds": None, "job": None}, "peers")
-    assert peers == {"seconds": 3.0, "job": None, "json": False, "address": None, "interface": None, "peers": ()}
+    assert peers == {"seconds": 3.0, "job": None, "json": False, "address": None, "interface": None, "peers": (),
+                     "discovery": None}
     status = look_options({}, "status")
     assert status["answer_timeout"] == 3.0 and status["watch"] is False and status["local"] is False
 

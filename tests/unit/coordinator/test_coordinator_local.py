@@ -214,3 +214,30 @@ def test_a_frozen_list_with_a_liveness_timeout_that_is_no_duration_is_an_abort(l
                                f"liveness timeout {liveness!r} is not a number of seconds from 0.1 up"
     else:
         assert isinstance(event, Frozen) and event.liveness_timeout == expected, event
+
+
+@pytest.mark.parametrize("option, count", [("none", 0), ("all", None), ("1", 1)])
+def test_the_frozen_list_carries_the_gpu_count_and_the_data_address(option, count):
+    from rendezvous.core.gpus import GpuPolicy
+    from rendezvous.core.preflight import Fingerprint
+    from rendezvous.core.record import replace
+
+    async def scenario():
+        me = replace(peer("10.0.0.1"), data_address=ipaddress.ip_address("192.168.9.1"))
+        service = CoordinatorService(
+            me, JOB, Size.fixed(1), lambda: Target(me.endpoint, me),
+            lambda: NodeStatus(node=me, job=JOB, expect=Size.fixed(1)), TIMINGS,
+            liveness_timeout=5.0, policy=Policy(gpus=GpuPolicy.parse(option)), settle=0.0,
+        )
+        fingerprint = Fingerprint("3.11.9", None, ("T4",) * 2, gpu_ids=("0", "1"), gpu_option=option)
+        session = JoinSession(me.endpoint, me, JOB, 1, Size.fixed(1), 5.0, fingerprint=fingerprint, local=service)
+        try:
+            await session.join()
+            frozen = await next_of(session, Frozen)
+            assert frozen.membership.gpus == count and frozen.membership.members == (me,)
+            assert frozen.digest == frozen.membership.digest
+            assert frozen.membership.members[0].tf_endpoint == "192.168.9.1:50052"
+        finally:
+            await session.close()
+
+    asyncio.run(scenario())

@@ -67,7 +67,9 @@ def test_committed_modules_import_and_describe_the_service():
     from rendezvous.v1 import rendezvous_pb2, rendezvous_pb2_grpc
 
     service = rendezvous_pb2.DESCRIPTOR.services_by_name["Rendezvous"]
-    assert {m.name for m in service.methods} == {"Join", "Status", "JobStatus", "GetManifest", "FetchFiles", "Exchange"}
+    assert {m.name for m in service.methods} == {
+        "Join", "Status", "JobStatus", "GetManifest", "FetchFiles", "Exchange", "Stop",
+    }
     assert rendezvous_pb2.DESCRIPTOR.package == "rendezvous.v1"
     assert hasattr(rendezvous_pb2_grpc, "RendezvousStub")
     assert hasattr(rendezvous_pb2_grpc, "add_RendezvousServicer_to_server")

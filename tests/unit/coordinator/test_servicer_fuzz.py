@@ -32,7 +32,6 @@ from rendezvous.core.size import Size
 from rendezvous.core.status import NodeStatus
 from rendezvous.core.view import Target
 from rendezvous.v1 import rendezvous_pb2 as pb
-from rendezvous.core.record import replace
 
 JOB = "fuzz"
 JOIN = "/rendezvous.v1.Rendezvous/Join"

@@ -207,3 +207,63 @@ def test_gossip_round_trips_and_junk_records_are_left_out():
     gossip = _wire.gossip_from_pb(pb.Adverts.FromString(message.SerializeToString()))
     assert gossip.records == (good, v6)
     assert gossip.known == {"aaaaaaaa": 7, "bbbbbbbb": 3}
+
+
+# -- the data network and --gpus on the wire ------------------------------------------------
+
+from rendezvous.core.preflight import Fingerprint as _Fingerprint  # noqa: E402
+
+data_peers = st.builds(
+    Peer, node_id=node_ids, address=st.ip_addresses(v=4), port=ports, tf_port=ports,
+    data_address=st.one_of(st.none(), st.ip_addresses(v=4), st.ip_addresses(v=6)),
+)
+
+
+@given(data_peers)
+@settings(max_examples=50)
+def test_a_peers_data_address_survives_the_wire(p):
+    assert _wire.peer_from_pb(_wire.peer_to_pb(p)) == p
+
+
+def test_a_junk_data_address_is_a_malformed_peer():
+    message = _wire.peer_to_pb(A)
+    message.data_address = "eth1"
+    with pytest.raises(ValueError, match="not a numeric IP address"):
+        _wire.peer_from_pb(message)
+
+
+def test_the_gpus_devices_and_data_interface_survive_the_wire_and_an_older_node_means_all():
+    fingerprint = _Fingerprint("3.11.9", "2.21.0", ("T4",) * 2, gpu_ids=("3", "5"), gpu_option="min",
+                               data_interface="eth1")
+    assert _wire.fingerprint_from_pb(_wire.fingerprint_to_pb(fingerprint)) == fingerprint
+    older = _wire.fingerprint_from_pb(pb.Fingerprint(python="3.11.9", gpus=["T4"]))
+    assert (older.gpu_option, older.gpu_ids, older.data_interface) == ("all", (), "")
+
+
+def test_a_failure_goes_over_the_wire_and_back_bounded():
+    from rendezvous.core.failure import Failure
+
+    failure = Failure(node_id="bbbbbbbb", address="10.0.0.10", rank=2, exit_code=137, signal="SIGKILL",
+                      tail=("Traceback (most recent call last):", "RuntimeError: shard 7 is corrupt"))
+    assert _wire.failure_from_pb(_wire.failure_to_pb(failure)) == failure
+    unranked = Failure(node_id="b", address="a", rank=None, exit_code=1)
+    assert _wire.failure_from_pb(_wire.failure_to_pb(unranked)).rank is None
+    hostile = pb.CommandFailure(node_id="x\x1b[2J", rank=-7, tail=["\x07" + "y" * 100_000] * 5000,
+                                error_type="E\u202e", message="m\n" * 10_000)
+    shown = _wire.failure_from_pb(hostile)
+    assert shown.rank is None and shown.node_id == "x" and shown.error_type == "E?"
+    assert len(shown.tail) <= 40 and sum(len(line) for line in shown.tail) <= 8192
+    aborted = pb.Aborted(reason="r", failure=_wire.failure_to_pb(failure))
+    assert _wire.optional_failure_from_pb(aborted) == failure
+    assert _wire.optional_failure_from_pb(pb.Aborted(reason="r")) is None
+
+
+def test_a_nodes_status_carries_its_last_failure():
+    from rendezvous.core.failure import Failure
+    from rendezvous.core.size import Size
+    from rendezvous.core.status import NodeStatus
+
+    failure = Failure(node_id="bbbbbbbb", address="10.0.0.10", rank=2, exit_code=1, tail=("x",))
+    status = NodeStatus(node=A, job="j", expect=Size.fixed(2), failure=failure)
+    assert _wire.status_from_pb(_wire.status_to_pb(status)).failure == failure
+    assert _wire.status_from_pb(_wire.status_to_pb(NodeStatus(node=A, job="j", expect=Size.fixed(2)))).failure is None

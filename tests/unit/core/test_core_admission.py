@@ -4,7 +4,6 @@ nobody outside a running round moves it on."""
 
 from __future__ import annotations
 
-import ipaddress
 
 import pytest
 from hypothesis import given, settings
@@ -29,7 +28,7 @@ from rendezvous.core.record import replace
 from rendezvous.core.round import Action, Policy, RejectReason, Round, RoundPhase, abort, join, ready, settle
 from rendezvous.core.size import Size
 from rendezvous.core.view import Target
-from test_core_round import A, B, C, ip, peer
+from test_core_round import A, B, C, peer
 
 STRANGER = peer("10.0.0.66", "66666666")
 TWO = Size.fixed(2)

@@ -1,4 +1,4 @@
-"""Tests of rendezvous.core.member.Listening: what a member notices while it listens on a
+"""Tests of rendezvous.core.listening.Listening: what a member notices while it listens on a
 Join stream (the coordinator's silence, its own pauses, a stopped command), with `now`
 passed in."""
 
@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rendezvous.core.member import CommandExited, Frozen, Listening, Lost, Member, step
+from rendezvous.core.listening import Listening
+from rendezvous.core.member import CommandExited, Frozen, Lost, Member, step
 from rendezvous.core.peer import Peer
 from rendezvous.core.round import ROUND_FAILED, paused
 from rendezvous.core.tf_config import Membership

@@ -181,7 +181,7 @@ def test_files_named_only_on_some_nodes_are_compared_on_all():
 
 def test_allowable_kinds_are_every_kind_but_the_always_fatal_ones():
     assert set(ALLOWABLE) == {k.value for k in Mismatch} - {k.value for k in ALWAYS_FATAL}
-    assert ALWAYS_FATAL == {Mismatch.TENSORFLOW, Mismatch.GPU_COUNT}
+    assert ALWAYS_FATAL == {Mismatch.TENSORFLOW, Mismatch.GPU_COUNT, Mismatch.GPU_OPTION, Mismatch.DATA_NETWORK}
 
 
 def test_descriptions():

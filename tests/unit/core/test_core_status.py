@@ -144,7 +144,8 @@ def test_status_shows_every_members_tensorflow_and_gpus_and_the_preflights_word(
     assert f"  preflight    {ENVIRONMENT['preflight'][0]}" in text
     d = status_to_dict(status(Phase.RUNNING, seen=(A, B), **ENVIRONMENT))
     assert d["members"][0]["tensorflow"] == "2.21.0" and d["members"][1]["gpus"] == "8x H100"
-    assert d["environment"] == {"python": "3.11.9", "tensorflow": "2.21.0", "gpus": ["H100"] * 8, "same_files": {"train.py": "ab" * 32}}
+    assert d["environment"] == {"python": "3.11.9", "tensorflow": "2.21.0", "gpus": ["H100"] * 8, "same_files": {"train.py": "ab" * 32},
+                                    "gpu_ids": [], "gpus_option": "all", "data_interface": None}
     assert d["preflight"] == list(ENVIRONMENT["preflight"])
 
 
@@ -247,7 +248,7 @@ def test_peer_table_and_json():
     assert advert_to_dict(adverts[0]) == {
         "node_id": "aaaaaaaaaaaa", "address": "10.0.0.9", "port": 41234, "tf_port": 2222, "job": "resnet",
         "expect": 2, "expect_min": 2, "phase": "running", "round": 1, "coordinator": "10.0.0.9:41234",
-        "tensorflow": "2.21.0", "gpus": "8x NVIDIA H100",
+        "tensorflow": "2.21.0", "gpus": "8x NVIDIA H100", "data_address": None,
     }
 
 

@@ -204,8 +204,8 @@ def test_digest_changes_when_node_ids_swap_endpoints():
 def test_digest_changes_with_member_order():
     # A valid Membership is always sorted; the digest function itself must still be
     # order-sensitive so that two peers with differently ordered lists disagree.
-    forward = SimpleNamespace(job="job", round=1, members=(A, B, C))
-    backward = SimpleNamespace(job="job", round=1, members=(C, B, A))
+    forward = SimpleNamespace(job="job", round=1, members=(A, B, C), gpus=None)
+    backward = SimpleNamespace(job="job", round=1, members=(C, B, A), gpus=None)
     assert cluster_digest(forward) == three().digest  # type: ignore[arg-type]
     assert cluster_digest(forward) != cluster_digest(backward)  # type: ignore[arg-type]
 

@@ -23,7 +23,7 @@ from patience import HANG
 from rendezvous.config import JoinConfig, Timings
 from rendezvous.coordinator import JoinSession
 from rendezvous.core.advert import Advert, Phase
-from rendezvous.core.member import Aborted, Completed, Frozen, Heartbeat, Redirected, Released, Waiting
+from rendezvous.core.member import Aborted, Completed, Frozen, Redirected, Released, Waiting
 from rendezvous.core.peer import Peer
 from rendezvous.core.tf_config import Membership
 from rendezvous.discovery import Discovery, Gone, Seen
@@ -86,8 +86,9 @@ class ScriptedSession:
     async def heartbeat(self) -> None:
         pass
 
-    async def finished(self, code: int, reason: str = "", sync=None) -> None:
+    async def finished(self, code: int, reason: str = "", sync=None, failure=None) -> None:
         self.sent.append(("finished", code, reason))
+        self.failure = failure
 
     async def receive(self):
         return await self.events.get()
@@ -366,3 +367,37 @@ def test_the_endpoint_builder_is_passed_in_and_the_server_stops_with_the_configu
     node = Node(config(tmp_path, 35, timings=timings), discovery=Bus().discovery, connect=connect, bind=bind)
     assert asyncio.run(run_nodes(node)) == [0]
     assert len(built) == 1 and stops == [grace]
+
+
+def test_a_failed_command_sends_its_cause_and_every_reported_cause_is_logged(tmp_path, caplog):
+    from rendezvous.core.failure import Failure
+    from rendezvous.core.record import replace
+    from rendezvous.errors import JobFailed
+
+    sessions: list = []
+    connect = scripted(lambda me: [frozen_alone(me), Released(0.0, 0.05)], sessions)
+    failing = ("sh", "-c", 'echo "$RENDEZVOUS_ERROR_FILE" > ' + str(tmp_path / "where") + '; echo boom >&2; exit 3')
+    settings = replace(config(tmp_path, 29, max_restarts=0), command=failing)
+    node = Node(settings, discovery=Bus().discovery, connect=connect)
+    other = Failure(node_id="0ther0ther00", address="10.0.0.7", rank=4, exit_code=1,
+                    tail=("Traceback (most recent call last):", "KeyError: 'shard'"))
+
+    async def abort_after_the_report():
+        task = asyncio.create_task(node.run())
+        while not sessions or ("finished", 3, "") not in sessions[0].sent:
+            await asyncio.sleep(0.02)
+        assert node.status().failure == sessions[0].failure
+        sessions[0].events.put_nowait(Aborted("the other one failed", 1, final=True, failure=other))
+        with pytest.raises(JobFailed):
+            await asyncio.wait_for(task, HANG)
+
+    with caplog.at_level(logging.INFO):
+        asyncio.run(abort_after_the_report())
+    sent = sessions[0].failure
+    assert (sent.node_id, sent.rank, sent.exit_code, sent.tail) == (node.node_id, 0, 3, ("boom",))
+    messages = [r.getMessage() for r in caplog.records]
+    assert f"command failed: node {node.node_id} (127.0.0.29), rank 0, exited with code 3: boom" in messages
+    assert "command failed: node 0ther0ther00 (10.0.0.7), rank 4, exited with code 1: KeyError: 'shard'" in messages
+    assert "    Traceback (most recent call last):" in messages
+    where = Path((tmp_path / "where").read_text().strip())
+    assert where.name == "error.json" and not where.parent.exists()  # removed with the round

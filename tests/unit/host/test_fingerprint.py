@@ -14,7 +14,9 @@ import pytest
 
 from fake_tools import fake_nvidia_smi, fake_tensorflow
 from rendezvous.config.join import JoinConfig
-from rendezvous.host.fingerprint import command_interpreter, file_digest, list_gpus, probe_interpreter, take_fingerprint
+from rendezvous.host.fingerprint import (
+    command_interpreter, file_digest, list_gpus, probe_interpreter, take_fingerprint, visible_gpus,
+)
 
 
 @pytest.mark.parametrize("command, python, expected", [
@@ -150,3 +152,29 @@ def test_the_probes_give_up_after_the_configs_probe_timeout(tmp_path, monkeypatc
     assert (fingerprint.python, fingerprint.tensorflow, fingerprint.gpus) == ("unknown", None, ())
     assert "cannot read the Python and TensorFlow versions" in caplog.text
     assert "nvidia-smi did not list the GPUs" in caplog.text
+
+
+# -- --gpus: the GPUs the command can see ---------------------------------------------------
+
+
+def test_visible_gpus_are_indices_and_models_narrowed_by_cuda_visible_devices(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", f"{fake_nvidia_smi(tmp_path / 'bin', 8, 'A100')}{os.pathsep}{os.environ['PATH']}")
+    assert visible_gpus() == (("A100",) * 8, tuple("01234567"))
+    assert visible_gpus(inherited="6,2") == (("A100",) * 2, ("6", "2"))
+    assert visible_gpus(inherited="") == ((), ())
+    assert visible_gpus(inherited="1,12,3") == (("A100",), ("1",))
+
+
+def test_uuids_in_cuda_visible_devices_find_their_model(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", f"{fake_nvidia_smi(tmp_path / 'bin', 2, 'T4', uuids=True)}{os.pathsep}{os.environ['PATH']}")
+    assert list_gpus() == ("T4", "T4")
+    assert visible_gpus(inherited="GPU-00000001") == (("T4",), ("GPU-00000001",))
+    assert visible_gpus(inherited="GPU-ffff") == (("unknown",), ("GPU-ffff",))
+
+
+def test_the_fingerprint_holds_the_devices_and_the_gpus_option(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", f"{fake_nvidia_smi(tmp_path / 'bin', 4, 'T4')}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1,2")
+    fingerprint = take_fingerprint(JoinConfig(expect=1, command=("sh", "-c", "true"), gpus="MIN"))
+    assert (fingerprint.gpus, fingerprint.gpu_ids, fingerprint.gpu_option) == (("T4",) * 3, ("3", "1", "2"), "min")
+    assert fingerprint.data_interface == ""  # the daemon adds it once it has chosen the data address

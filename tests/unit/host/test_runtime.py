@@ -254,3 +254,11 @@ def test_a_link_another_user_made_in_place_of_the_directory_is_refused(tmp_path,
     with caplog.at_level(logging.WARNING):
         assert find_registrations([link]) == []
     assert f"refusing runtime directory {link}: a symbolic link of" in caplog.text and "uid 65534" in caplog.text
+
+
+def test_a_note_names_the_daemons_token_file_never_the_secret_and_older_notes_still_read():
+    with_token = Registration(**{**asdict(R), "token_file": "/etc/rendezvous/token"})
+    assert parse_registration(json.dumps(asdict(with_token))) == with_token
+    older = {k: v for k, v in asdict(R).items() if k != "token_file"}  # written before the field
+    assert parse_registration(json.dumps(older)) == R
+    assert parse_registration(json.dumps({**asdict(R), "token_file": 3})) is None

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -25,15 +24,16 @@ SIGPIPE_BIT = 1 << (signal.SIGPIPE - 1)
 
 def test_a_message_decodes_to_what_was_encoded():
     env = {"TF_CONFIG": '{"a": [1]}', "EQUALS": "a=b=c", "EMPTY": "", "WIDE": "caf\u00e9\n"}
-    start_at, grace, argv, decoded = gate.decode(gate.encode(1234.5, ["python", "-c", "", "x y"], env, 2.5))
-    assert (start_at, grace) == (1234.5, 2.5)
+    start_at, graces, argv, decoded = gate.decode(gate.encode(1234.5, ["python", "-c", "", "x y"], env, 2.5, 0.5))
+    assert (start_at, graces) == (1234.5, (2.5, 0.5))
+    assert gate.decode(gate.encode(1.0, ["true"], {}, 2.5))[1] == (2.5, 2.5)  # one grace for both
     assert argv == [b"python", b"-c", b"", b"x y"]
     assert decoded == {k.encode(): v.encode() for k, v in env.items()}
 
 
 @pytest.mark.parametrize("data", [
     b"",  # the pipe closed without a start: an aborted round
-    b"\x00" * 19,  # shorter than the header
+    b"\x00" * 27,  # shorter than the header
     gate.encode(1.0, ["true"], {})[:-1],  # the last item not ended
     gate.encode(1.0, ["true"], {}).replace(b"\x00\x00\x00\x01", b"\x00\x00\x00\x00"),  # no command
     gate.encode(1.0, ["true"], {}).replace(b"\x00\x00\x00\x01", b"\x00\x00\x00\x02"),  # more than sent

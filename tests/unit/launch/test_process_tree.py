@@ -57,10 +57,11 @@ def test_a_stop_waits_for_the_child_of_a_wrapper_that_does_not_exec(tmp_path):
 
 def test_a_killed_wrapper_ends_once_its_orphaned_child_is_gone(tmp_path):
     """kill -9 of the wrapper: its child is the gate's now, gets SIGTERM, SIGKILL after the
-    leftover grace since it ignores SIGTERM; the command's end is the shell's, 137."""
+    abort grace (the shell died of a signal: a failure) since it ignores SIGTERM; the command's
+    end is the shell's, 137."""
 
     async def scenario():
-        launcher = Launcher(leftover_grace=0.5)
+        launcher = Launcher(abort_grace=0.5)
         await launcher.arm(["sh", "-c", f'{sys.executable} {SLOW_EXIT} {tmp_path} --ignore-term; exit $?'], {})
         launcher.fire(time.time())
         await until(lambda: records(tmp_path), time.monotonic() + 30, "the child never started")
@@ -114,13 +115,33 @@ def test_what_a_finished_command_left_behind_is_ended_before_its_end_is_told():
     seconds = unique_seconds()
 
     async def scenario():
-        launcher = Launcher(leftover_grace=0.2)
+        launcher = Launcher(abort_grace=0.2)
         await launcher.arm(["sh", "-c", f"sh -c \"trap '' TERM; sleep {seconds}\" & sleep 0.2; exit 3"], {})
         launcher.fire(time.time())
         return await asyncio.wait_for(launcher.wait(), 30)
 
     assert asyncio.run(scenario()) == 3
     assert not running(f"sleep\0{seconds}")
+
+
+@pytest.mark.parametrize("exit_code, stop_grace, abort_grace", [(0, 4.0, 0.2), (3, 0.2, 4.0)])
+def test_what_a_command_left_behind_gets_the_grace_of_how_the_command_ended(exit_code, stop_grace, abort_grace):
+    """--stop-grace after an exit 0 (the round may complete), --abort-grace after a failure
+    (the round is aborted): a leftover that ignores SIGTERM is killed after the one that applies."""
+    seconds = unique_seconds()
+
+    async def scenario():
+        launcher = Launcher(stop_grace=stop_grace, abort_grace=abort_grace)
+        await launcher.arm(["sh", "-c", f"sh -c \"trap '' TERM; sleep {seconds}\" & sleep 0.2; exit {exit_code}"], {})
+        launcher.fire(time.time())
+        await until(lambda: running(f"sleep\0{seconds}"), time.monotonic() + 30, "the sleep never ran")
+        began = time.monotonic()
+        code = await asyncio.wait_for(launcher.wait(), 60)
+        return code, time.monotonic() - began
+
+    code, took = asyncio.run(scenario())
+    assert code == exit_code
+    assert took >= 4.0 and not running(f"sleep\0{seconds}")  # the 4 s grace, not 0.2 (nor 3)
 
 
 def test_the_pid_and_group_are_the_commands_and_a_stopped_command_is_seen():

@@ -293,3 +293,14 @@ def test_on_a_terminal_the_progress_is_one_live_line():
     last = text.rindex("peers seen")
     assert text.index(ERASE_LINE, last) < text.index("rendezvous: error: no rendezvous within")
     assert not re.search(r"rendezvous INFO job '.*peers seen", text), text
+
+
+def test_the_json_log_carries_a_failure_on_the_line_that_reports_it():
+    formatter = JsonFormatter({"node": "n"})
+    record = logging.LogRecord("rendezvous.daemon.joiner", logging.ERROR, __file__, 1, "command failed: %s",
+                               ("x",), None)
+    record.failure = {"cause": "RuntimeError: shard 7 is corrupt", "tail": ["a"]}
+    entry = json.loads(formatter.format(record))
+    assert entry["message"] == "command failed: x" and entry["failure"]["cause"] == "RuntimeError: shard 7 is corrupt"
+    plain = logging.LogRecord("x", logging.INFO, __file__, 1, "m", (), None)
+    assert "failure" not in json.loads(formatter.format(plain))

@@ -71,3 +71,16 @@ def test_a_scrape_waits_for_the_nodes_loop_as_long_as_it_is_told():
         loop.call_soon_threadsafe(loop.stop)
         thread.join()
         loop.close()
+
+
+def test_the_last_failure_with_its_node_rank_and_cause():
+    from rendezvous.core.failure import Failure
+
+    failure = Failure(node_id="bbbbbbbb", address="10.0.0.10", rank=2, exit_code=1,
+                      tail=("RuntimeError: shard 7 is corrupt",))
+    values = shown(NodeStatus(node=A, job="j", expect=Size.fixed(3), failure=failure))
+    labels = (("failed_node", "bbbbbbbb"), ("failed_address", "10.0.0.10"), ("rank", "2"),
+              ("cause", "RuntimeError: shard 7 is corrupt"))
+    assert values[("rendezvous_last_failure_exit_code", labels)] == 1.0
+    healthy = shown(NodeStatus(node=A, job="j", expect=Size.fixed(3)))
+    assert not any(name.startswith("rendezvous_last_failure") for name, _ in healthy)

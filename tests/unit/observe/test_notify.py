@@ -20,7 +20,8 @@ from rendezvous.core.advert import Phase
 from rendezvous.core.peer import Peer
 from rendezvous.core.status import NodeStatus
 from rendezvous.core.tf_config import Membership
-from rendezvous.observe.notify import NOTIFY_VARIABLES, SystemdNotifier, notify_message, socket_address, watchdog_interval
+from rendezvous.core.tf_config import NOTIFY_VARIABLES
+from rendezvous.observe.notify import SystemdNotifier, notify_message, socket_address, watchdog_interval
 from rendezvous.core.size import Size
 
 # --------------------------------------------------------------------------

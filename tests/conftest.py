@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -10,6 +11,10 @@ import pytest
 # The helpers in tests/support (the namespace harness, forgers, recorders) import as top-level
 # modules from every test folder.
 sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
+
+# Daemons the tests start import no TensorFlow ahead of their commands (--prewarm's default
+# for a Python command would, in every node of every test): the tests of --prewarm ask for it.
+os.environ.setdefault("RENDEZVOUS_PREWARM", "none")
 
 from netns import Network, cleanup_stale, require_netns, stop_on_sigterm
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import re
 import shlex
 from typing import Any, Callable, Optional
 
@@ -88,6 +89,18 @@ token_file_problem = optional(_text("the path of a file holding the job's secret
 sync_dir_problem = optional(_text("a directory path", path=True))
 output_dir_problem = optional(_text("a directory path", path=True))
 keep_rounds_problem = _whole_in(1, 100_000, "a whole number of rounds from 1 to 100000")
+
+
+_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def prewarm_problem(value: object) -> Optional[str]:
+    if value is None or value in ("auto", "none"):
+        return None
+    names = value.split(",") if isinstance(value, str) else None
+    if names and all(_MODULE_NAME.fullmatch(n.strip()) for n in names):
+        return None
+    return f"must be auto, none or module names separated by commas (e.g. tensorflow,numpy), got {value!r}"
 
 
 def expect_problem(value: object) -> Optional[str]:

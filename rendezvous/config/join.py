@@ -53,6 +53,7 @@ class JoinConfig:
     token_file: Optional[str] = _default("token_file")
     stop_grace: float = _default("stop_grace")
     abort_grace: float = _default("abort_grace")
+    prewarm: Optional[str] = _default("prewarm")
     max_restarts: int = _default("max_restarts")
     no_restart_on: frozenset[int] = _default("no_restart_on")
     liveness_timeout: float = _default("liveness_timeout")

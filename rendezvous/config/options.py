@@ -149,6 +149,12 @@ OPTIONS: tuple[Option, ...] = (
            help="when a round is aborted (a command failed, a node was lost or frozen), time "
                 "the commands get between SIGTERM and SIGKILL: a broken collective saves nothing "
                 "by waiting (default: {default})"),
+    Option("prewarm", Kind.TEXT, checks.prewarm_problem, None, group="launch", metavar="MODULES",
+           help="start the command's Python early, import these modules (comma-separated) and "
+                "wait, so that every round's command, restarts included, starts with them "
+                "imported; a spare waits for the next round while one runs. auto (default): "
+                "tensorflow, when the command is a Python running a script or a module and it "
+                "has TensorFlow; none: start the command the plain way"),
     Option("max_restarts", Kind.WHOLE, checks.restarts_problem, 3, group="launch", metavar="N",
            help="after a failure (a command exits non-zero, a node is lost or frozen), stop the "
                 "command on every node and start a new round this many times at most; 0: never "

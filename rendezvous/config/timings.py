@@ -94,6 +94,10 @@ class Timings:
     # A coordinator stopped between two rounds keeps answering its members' rejoins with
     # the stop this long after their --abort-grace, so that none forms a new round without it.
     stop_linger: float = 2.0
+    # --prewarm: the next round's warm interpreter starts importing at the round's first
+    # progress line, or this long after its start, not at once: its import would slow the
+    # round's own start, on the same cores
+    spare_after: float = 20.0
 
     def __post_init__(self) -> None:
         for name in fields(self):

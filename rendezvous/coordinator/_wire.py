@@ -179,6 +179,8 @@ def status_to_pb(status: NodeStatus) -> pb.StatusResponse:
         seen=peers_to_pb(status.seen),
         trainer_pid=status.trainer_pid or 0,
         trainer_uptime_seconds=status.trainer_uptime or 0.0,
+        warm_pid=status.warm_pid or 0,
+        warm_rss_bytes=status.warm_rss or 0,
         exit_code=status.exit_code,  # None leaves it unset: 0 is a real exit code
         tensorflow=status.tensorflow,
         gpus=status.gpus,
@@ -221,6 +223,8 @@ def status_from_pb(message: pb.StatusResponse) -> NodeStatus:
         membership=membership,
         trainer_pid=pid,
         trainer_uptime=_duration(message.trainer_uptime_seconds) if pid else None,
+        warm_pid=message.warm_pid or None,
+        warm_rss=(message.warm_rss_bytes or None) if message.warm_pid else None,
         exit_code=message.exit_code if message.HasField("exit_code") else None,
         fingerprint=optional_fingerprint_from_pb(message),
         tensorflow=dict(message.tensorflow),

@@ -38,6 +38,9 @@ class NodeStatus:
     membership: Optional[Membership] = None
     trainer_pid: Optional[int] = None
     trainer_uptime: Optional[float] = None  # seconds since the command started
+    # --prewarm: the warm interpreter waiting for a round, the next one's while one runs
+    warm_pid: Optional[int] = None
+    warm_rss: Optional[int] = None  # its resident memory, bytes
     exit_code: Optional[int] = None
     fingerprint: Optional[Fingerprint] = None  # what this node's command runs with
     # The preflight's word on the last round: its refusal, or the differences allowed.
@@ -210,6 +213,9 @@ def describe_status(status: NodeStatus, daemon_pid: Optional[int] = None) -> str
     else:
         uptime = "" if status.trainer_uptime is None else f", up {format_duration(status.trainer_uptime)}"
         rows.append(("trainer", f"pid {status.trainer_pid}{uptime}"))
+    if status.warm_pid is not None:
+        memory = "" if status.warm_rss is None else f", {status.warm_rss / 2**20:.0f} MiB resident"
+        rows.append(("warm spare", f"pid {status.warm_pid}{memory}"))
     if status.progress is not None and describe(status.progress):
         rows.append(("progress", describe(status.progress)))
     if status.failure is not None:
@@ -263,6 +269,7 @@ def status_to_dict(status: NodeStatus) -> dict[str, Any]:
         "tf_config": status.tf_config,
         "trainer_pid": status.trainer_pid,
         "trainer_uptime_seconds": status.trainer_uptime,
+        "warm_spare": {"pid": status.warm_pid, "rss_bytes": status.warm_rss} if status.warm_pid else None,
         "exit_code": status.exit_code,
         "environment": fingerprint_to_dict(status.fingerprint) if status.fingerprint else None,
         "preflight": list(status.preflight),

@@ -37,6 +37,7 @@ from ..coordinator.local import JoinHandler
 from ..errors import MembershipError
 from ..launch.errorfile import ErrorFile
 from ..launch.launcher import Launcher
+from ..launch.prewarm import modules_for
 from .commandside import describe_failure, log_devices, log_failure
 from .relay import ProgressRelay
 from .resources import Seat
@@ -96,7 +97,8 @@ class Joiner:
         """Join until the command starts (None), or the round ends before (its end).
         Stays visible a moment after a conflict, so that the peer this node disagrees with
         sees it too and fails alike."""
-        await self._launcher.prepare(self._config.command)
+        command = self._config.command
+        await self._launcher.prepare(command, *modules_for(self._config.prewarm, command))
         try:
             return await self._join_until_released()
         except MembershipError:

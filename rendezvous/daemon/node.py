@@ -45,6 +45,7 @@ from .commandside import log_failure
 from .joiner import Joiner, SessionFactory
 from .presence import Presence
 from .resources import Binder, Endpoint, bind_resources, job_policy
+from .spare import Spare
 from .signals import StopSignals, Stopped, TimedOut
 from .viewholder import ViewHolder
 
@@ -77,6 +78,7 @@ class Node:
                                                             output=output_settings(config)))
         self._bind = bind
         self.launcher = self._make_launcher()
+        self._spare = Spare(self._make_launcher, config.prewarm, config.command)  # the next round's, warm
         self.signals = StopSignals(self._report_stopping, lambda: self.launcher.kill())
         self._policy = job_policy(config)
         self._phase = Phase.WAITING
@@ -111,6 +113,7 @@ class Node:
             round=self._membership.round if self._membership else view.me.round,
             trainer_pid=self.launcher.pid,
             trainer_uptime=self.launcher.uptime(now),
+            **self._warm_status(),
             exit_code=joiner.state.exit_code if joiner else None,
             fingerprint=self._endpoint.fingerprint,
             preflight=joiner.state.preflight if joiner else (),
@@ -129,6 +132,12 @@ class Node:
         if self._phase is not Phase.WAITING:
             return None
         return self._presence.hint if not view.others else "; ".join(describe_shared(view)) or None
+
+    def _warm_status(self) -> dict:
+        """The warm interpreter waiting for a round: the next round's spare, or this round's
+        before its release."""
+        found = self._spare.memory() or self.launcher.warm_memory()
+        return {"warm_pid": found[0], "warm_rss": found[1]} if found else {}
 
     def _report(self) -> None:
         self.reporter.update(self.status())
@@ -184,7 +193,7 @@ class Node:
         while True:
             joiner = self._joiner = Joiner(
                 self.config, self._endpoint.seat(), self.views, self.launcher, self._connect, self._enter, number,
-                self._previous_chief, on_progress=lambda progress: self._report(),
+                self._previous_chief, on_progress=self._on_progress,
             )
             end = await self._round(joiner)
             if isinstance(end, int):
@@ -247,7 +256,11 @@ class Node:
             if self._endpoint.sync is not None:
                 self._endpoint.sync.remember_chief(self._previous_chief)
             self._advertise(Phase.RUNNING)
-            return await self.signals.until_stopped(joiner.supervise(), first=lambda: self._say_stopped(joiner))
+            spare = asyncio.get_running_loop().call_later(self.config.timings.spare_after, self._spare.warm)
+            try:
+                return await self.signals.until_stopped(joiner.supervise(), first=lambda: self._say_stopped(joiner))
+            finally:
+                spare.cancel()
         except Stopped:
             code = await self.launcher.stop(self.config.stop_grace)
             return code if self.launcher.pid else 128 + (self.signals.signum or signal.SIGTERM)
@@ -271,9 +284,15 @@ class Node:
         except (SessionLost, asyncio.TimeoutError, asyncio.InvalidStateError):
             log.debug("could not tell the coordinator that this node stops")
 
+    def _on_progress(self, _progress: object) -> None:
+        self._report()
+        if self._phase is Phase.RUNNING:
+            self._spare.warm()
+
     def _next_round(self, number: int) -> None:
-        """A fresh launcher and the TF port held again, for the same advert."""
-        self.launcher = self._make_launcher()
+        """A fresh launcher (the spare that warmed meanwhile, if any) and the TF port held
+        again, for the same advert."""
+        self.launcher = self._spare.take() or self._make_launcher()
         self._membership = None
         self._ending = None
         self._endpoint.hold_tf_port()
@@ -306,6 +325,7 @@ class Node:
         self.views.close()
         await self._endpoint.close(
             ("stop the command", lambda: self.launcher.stop(self.config.stop_grace)),
+            ("end the warm spare", self._spare.stop),
             ("close the Join stream", self._joiner.close if self._joiner else None),
         )
 

@@ -52,10 +52,17 @@ import time
 ABORTED = 125  # the gate's exit code when the round was called off before its start
 KILL = _signal.SIGUSR1  # to a gate: SIGKILL to the command's whole tree, now
 
-# The message: start time (seconds since the epoch), the graces of what the command leaves
-# behind when it exits 0 and when it fails, and the number of the command's arguments, then
-# each argument and each NAME=VALUE of the environment, ended by a NUL.
+# The daemon's messages, each a frame: its kind (WARM, START), its length, then its bytes.
+# WARM, at most one, before the START, starts the warm interpreter at once
+# (rendezvous.launch.prewarm); START, which the daemon sends by closing the pipe, starts the
+# command. Each message: start time (seconds since the epoch), the graces of what the command
+# leaves behind when it exits 0 and when it fails, and the number of the command's arguments,
+# then each argument and each NAME=VALUE of the environment, ended by a NUL.
 _HEADER = struct.Struct("!dddI")
+_FRAME = struct.Struct("!cI")
+WARM, START = b"W", b"S"
+# In a WARM message's arguments, what the gate writes in (each item's first occurrence).
+RELEASE_FD, STATUS_FD, GATE_PID = "{release}", "{status}", "{gate}"
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_NAME, _PR_SET_CHILD_SUBREAPER = 1, 4, 15, 36
 _PASSED_ON = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP)
 
@@ -68,6 +75,22 @@ def encode(start_at: float, command, env, grace: float = 0.0, failed_grace=None)
     items = list(command) + [f"{name}={value}" for name, value in env.items()]
     failed = grace if failed_grace is None else failed_grace
     return _HEADER.pack(start_at, grace, failed, len(command)) + b"".join(os.fsencode(i) + b"\0" for i in items)
+
+
+def frame(kind: bytes, payload: bytes) -> bytes:
+    return _FRAME.pack(kind, len(payload)) + payload
+
+
+def frames(data: bytes):
+    """The complete frames in `data` as (kind, payload), and the bytes left over."""
+    found = []
+    while len(data) >= _FRAME.size:
+        kind, size = _FRAME.unpack_from(data)
+        if len(data) < _FRAME.size + size:
+            break
+        found.append((kind, data[_FRAME.size:_FRAME.size + size]))
+        data = data[_FRAME.size + size:]
+    return found, data
 
 
 def decode(data: bytes):
@@ -111,6 +134,7 @@ class _Tree:
         self.command = 0  # its pid once started, its process group's too
         self.status = None  # its wait status once reaped
         self.killing = False
+        self.asked = False  # whether the daemon asked the command to end
 
     def signal(self, signum: int) -> None:
         # The group first: a process forking right now gets a group's signal in its child too.
@@ -126,11 +150,12 @@ class _Tree:
                 pass
 
     def pass_on(self, signum: int, _frame=None) -> None:
+        self.asked = True
         self.signal(signum)
         self.signal(_signal.SIGCONT)  # a stopped process must run to handle it
 
     def kill(self, _signum=None, _frame=None) -> None:
-        self.killing = True
+        self.killing = self.asked = True
         self.signal(_signal.SIGKILL)
 
     def reap(self) -> None:
@@ -160,8 +185,9 @@ def _any_left() -> bool:
             return False
 
 
-def _supervise(libc, daemon: int, graces, argv, env) -> None:
-    """Start the command under this gate, wait for its whole tree, exit as the command did."""
+def _supervise(libc, daemon: int, graces, argv, env, warm=None) -> None:
+    """Start the command under this gate (or release the warm interpreter to run it), wait
+    for its whole tree, exit as the command did."""
     tree = _Tree(graces)
     everything = _signal.valid_signals() - {_signal.SIGKILL, _signal.SIGSTOP}
     # Blocked until the command's pid is known, so that a handler never misses it; the
@@ -173,15 +199,28 @@ def _supervise(libc, daemon: int, graces, argv, env) -> None:
     _signal.signal(KILL, tree.kill)
     _signal.signal(_signal.SIGALRM, tree.kill)  # what the command left outlived the grace
     libc.prctl(_PR_SET_CHILD_SUBREAPER, 1)
-    defaults = [getattr(_signal, n) for n in ("SIGPIPE", "SIGXFSZ") if hasattr(_signal, n)]
-    try:
-        tree.command = os.posix_spawnp(argv[0], argv, env, setpgroup=0, setsigmask=(), setsigdef=defaults)
-    except OSError as error:
-        program, reason = os.fsdecode(argv[0]), error.strerror
-        if isinstance(error, FileNotFoundError) and os.sep in program and os.path.exists(program):
-            reason = "the interpreter its #! line names (or its ELF loader) was not found"
-        os.write(2, f"rendezvous: cannot run {program!r}: {reason}\n".encode())
-        os._exit(127 if isinstance(error, FileNotFoundError) else 126)
+    if warm is not None:
+        tree.command = warm.pid
+        _signal.pthread_sigmask(_signal.SIG_UNBLOCK, everything)  # a stop reaches it while it imports
+        why = warm.release(argv, env)
+        _signal.pthread_sigmask(_signal.SIG_BLOCK, everything)
+        if why is not None and tree.asked:  # stopped before it could run the command
+            os._exit(ABORTED)
+        if why is None:
+            warm = None
+        else:
+            tree.command = 0
+    if tree.command == 0:
+        if warm is not None:
+            os.write(2, f"rendezvous: {why}: starting the command without it\n".encode())
+        try:
+            tree.command = _spawn(argv, env)
+        except OSError as error:
+            program, reason = os.fsdecode(argv[0]), error.strerror
+            if isinstance(error, FileNotFoundError) and os.sep in program and os.path.exists(program):
+                reason = "the interpreter its #! line names (or its ELF loader) was not found"
+            os.write(2, f"rendezvous: cannot run {program!r}: {reason}\n".encode())
+            os._exit(127 if isinstance(error, FileNotFoundError) else 126)
     _signal.pthread_sigmask(_signal.SIG_UNBLOCK, everything)
     if os.getppid() != daemon:  # the daemon died before the parent-death signal could tell
         tree.kill()
@@ -200,6 +239,80 @@ def _supervise(libc, daemon: int, graces, argv, env) -> None:
     os._exit(code)
 
 
+def _spawn(argv, env, **fds) -> int:
+    """A process of the command's kind: a group of its own, an empty signal mask, the
+    default action of what Python ignores."""
+    defaults = [getattr(_signal, n) for n in ("SIGPIPE", "SIGXFSZ") if hasattr(_signal, n)]
+    return os.posix_spawnp(argv[0], argv, env, setpgroup=0, setsigmask=(), setsigdef=defaults)
+
+
+class _Warm:
+    """The warm interpreter (rendezvous.launch.prewarm): its pid, the pipe it reads the
+    release from, the pipe it says on whether its imports went well."""
+
+    def __init__(self, argv, env) -> None:
+        release_read, self.release_fd = os.pipe()
+        self.status_fd, status_write = os.pipe()
+        os.set_inheritable(release_read, True)
+        os.set_inheritable(status_write, True)
+        given = {RELEASE_FD.encode(): release_read, STATUS_FD.encode(): status_write, GATE_PID.encode(): os.getpid()}
+        argv = list(argv)
+        for i, item in enumerate(argv):
+            if item in given:
+                argv[i] = str(given.pop(item)).encode()
+        self.pid = 0
+        self.why = None
+        try:
+            self.pid = _spawn(argv, env)
+        except OSError as error:
+            self.why = f"the warm interpreter {os.fsdecode(argv[0])!r} did not start: {error.strerror}"
+        finally:
+            os.close(release_read)
+            os.close(status_write)
+
+    def _ready(self):
+        """None once the interpreter imported its modules, else why it cannot run the command."""
+        said = chunk = os.read(self.status_fd, 4096)
+        while chunk and not said.endswith(b"\n"):
+            chunk = os.read(self.status_fd, 4096)
+            said += chunk
+        os.close(self.status_fd)
+        if said == b"ok\n":
+            return None
+        if said.startswith(b"error "):
+            return "the warm interpreter " + said[6:].decode(errors="replace").strip()
+        return "the warm interpreter ended before its release"
+
+    def release(self, argv, env):
+        """Send it the command and its environment: None, or why it cannot run the command
+        (then it is ended and reaped)."""
+        why = self.why or self._ready()
+        if why is None and self.pid and os.waitpid(self.pid, os.WNOHANG)[0]:  # ended after its imports
+            self.pid = 0  # reaped
+            why = "the warm interpreter ended before its release"
+        if why is None:  # the message rendezvous/launch/_warm.py reads
+            items = [os.getcwdb(), str(len(argv)).encode(), *argv, *(k + b"=" + v for k, v in env.items())]
+            data = memoryview(b"".join(item + b"\0" for item in items))
+            try:
+                while data:
+                    data = data[os.write(self.release_fd, data):]
+            except BrokenPipeError:
+                pass  # it ended right after its imports: its exit status tells
+        os.close(self.release_fd)
+        if why is not None:
+            self.end()
+        return why
+
+    def end(self) -> None:
+        if self.pid:
+            try:
+                os.killpg(self.pid, _signal.SIGKILL)
+            except OSError:
+                pass
+            os.waitpid(self.pid, 0)
+            self.pid = 0
+
+
 def run(ready: int, gate: int, daemon: int):
     """The gate, in its own process: never returns."""
     import ctypes  # a spare finds it imported already
@@ -214,19 +327,29 @@ def run(ready: int, gate: int, daemon: int):
     if os.getppid() != daemon:
         os._exit(ABORTED)
     os.close(ready)  # the daemon sees EOF: this gate is up and waiting
-    data = chunk = os.read(gate, 65536)
+    os.set_inheritable(gate, False)  # not the warm interpreter's
+    warm = start = None
+    pending = chunk = os.read(gate, 65536)
     while chunk:  # until the daemon closes the pipe: a long environment fits too
+        found, pending = frames(pending)
+        for kind, payload in found:
+            message = decode(payload)
+            if kind == WARM and warm is None and start is None and message is not None:
+                warm = _Warm(message[2], message[3])
+            elif kind == START:
+                start = message
         chunk = os.read(gate, 65536)
-        data += chunk
+        pending += chunk
     os.close(gate)
-    message = decode(data)
-    if message is None:
+    if start is None or pending:
+        if warm is not None:
+            warm.end()
         os._exit(ABORTED)
-    start_at, graces, argv, env = message
+    start_at, graces, argv, env = start
     delay = start_at - time.time()
     if delay > 0:
         time.sleep(delay)
-    _supervise(libc, daemon, graces, argv, env)
+    _supervise(libc, daemon, graces, argv, env, warm)
 
 
 def _close_all_but(*keep: int) -> None:

@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Mapping, Optional, Sequence, Union
 
-from . import gate
+from . import gate, prewarm
 from .output import OutputSettings, Plumbing, check_output_dir
 from ..config.options import BY_NAME
 from ..errors import CommandNotExecutable, ConfigError, LaunchError
@@ -151,6 +151,7 @@ class Launcher:
         self._command: tuple[str, ...] = ()
         self._env: dict[str, str] = {}  # the command's: this daemon's at `prepare`, the round's from `arm`
         self._command_pid: Optional[int] = None
+        self.warm: Optional[prewarm.WarmPlan] = None  # set when the command starts warm
         self.started_at: Optional[float] = None  # time.monotonic() when the command started
         self.finished_at: Optional[float] = None
 
@@ -169,10 +170,12 @@ class Launcher:
             return None
         return max(0.0, (self.finished_at or now) - self.started_at)
 
-    async def prepare(self, command: Sequence[str]) -> None:
+    async def prepare(self, command: Sequence[str], modules: Sequence[str] = (), optional: bool = False) -> None:
         """Have the gate that will exec `command`: the spare if this process forked one
         (rendezvous.launch.gate), else one spawned now, an interpreter start that the freeze then
-        need not wait for."""
+        need not wait for. With `modules` (--prewarm), and a command that is a Python running
+        a script or a module, the gate starts that interpreter now, which imports them
+        (all of them, or with `optional` those it finds) and then waits for the release."""
         if self._process is not None:
             return
         check_command(command)
@@ -215,6 +218,51 @@ class Launcher:
             log.debug("the command's gate: spawned (pid %d)", self._process.pid)
         self._command = tuple(command)
         self._up = asyncio.ensure_future(_readable(ready_read))
+        if modules:
+            self._prewarm(modules, optional)
+
+    def _prewarm(self, modules: Sequence[str], optional: bool) -> None:
+        plan = prewarm.plan(self._command)
+        if plan is None:
+            if not optional:
+                log.warning("--prewarm %s: the command is not a Python interpreter running a script or a "
+                            "module: it starts the plain way", ",".join(modules))
+            return
+        assert self._process is not None
+        argv = plan.argv(modules, optional, gate.RELEASE_FD, gate.STATUS_FD, gate.GATE_PID)
+        self._write(gate.frame(gate.WARM, gate.encode(0.0, argv, self._env)))
+        self.warm = plan
+        log.debug("the warm interpreter: %s importing %s (gate pid %d)", " ".join(plan.interpreter),
+                  ",".join(modules), self._process.pid)
+
+    def _write(self, data: bytes) -> None:
+        """Write to the gate's pipe (it reads all the time: a long environment fits too)."""
+        assert self._gate is not None
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self._gate, view):]
+        except BrokenPipeError:
+            pass  # the gate is gone; `wait` tells its exit code
+
+    def warm_memory(self) -> Optional[tuple[int, int]]:
+        """The waiting warm interpreter's pid and resident memory (bytes), if there is one."""
+        pid = self.warm_pid()
+        if pid is None:
+            return None
+        try:
+            with open(f"/proc/{pid}/statm") as f:
+                return pid, int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def warm_pid(self) -> Optional[int]:
+        """The warm interpreter waiting for its release, if any."""
+        if self.warm is None or self.started_at is not None or self._process is None:
+            return None
+        if self._process.returncode is not None:
+            return None
+        return command_of(self._process.pid)
 
     async def arm(self, command: Sequence[str], env: Mapping[str, str]) -> None:
         """The round's variables for the command (started now if `prepare` was not called);
@@ -228,15 +276,12 @@ class Launcher:
     def fire(self, start_at: float) -> None:
         """Let the armed command start at `start_at` (seconds since the epoch)."""
         assert self._process is not None and self._gate is not None, "fire() before arm()"
-        data = memoryview(gate.encode(start_at, self._command, self._env, self.stop_grace, self.abort_grace))
-        try:
-            while data:  # the gate reads until the pipe is closed: a long environment fits too
-                data = data[os.write(self._gate, data):]
-        except BrokenPipeError:
-            pass  # the gate is gone; `wait` tells its exit code
+        self._write(gate.frame(gate.START, gate.encode(start_at, self._command, self._env, self.stop_grace,
+                                                       self.abort_grace)))
         self._close_gate()
         self.started_at = time.monotonic() + max(0.0, start_at - time.time())
-        log.info("starting %s (pid %d)", " ".join(self._command), self._process.pid)
+        log.info("starting %s (pid %d%s)", " ".join(self._command), self._process.pid,
+                 ", warm" if self.warm else "")
 
     def _close_gate(self) -> None:
         if self._gate is not None:

@@ -48,7 +48,7 @@ LAYERS: dict[str, frozenset[str]] = {
 PROTOBUF_UNITS = frozenset({"coordinator", "v1"})
 GENERATED = frozenset({"v1"})  # no size limits: its size is protoc's
 #: Modules that run as bare scripts: nothing of the package may load in them.
-SCRIPTS = frozenset({"rendezvous/launch/gate.py"})
+SCRIPTS = frozenset({"rendezvous/launch/gate.py", "rendezvous/launch/_warm.py"})
 
 #: The standard library the core may not use: sockets, clocks, processes, threads, asyncio.
 CORE_FORBIDDEN = frozenset({

@@ -200,6 +200,7 @@ def test_status_to_dict_is_json_and_complete():
         status(Phase.FINISHED, node=A, exit_code=143),
         status(Phase.FINISHED, exit_code=-1),
         status(Phase.RUNNING, seen=(A, B), **ENVIRONMENT),
+        status(Phase.RUNNING, trainer_pid=1, trainer_uptime=9.0, warm_pid=77, warm_rss=700 << 20),
     ],
 )
 def test_status_survives_the_wire(node_status):
@@ -271,3 +272,11 @@ def test_status_line_and_block_show_the_progress():
 )
 def test_printable_escapes_control_characters_and_cuts_long_text(text, shown):
     assert printable(text) == shown
+
+
+def test_the_warm_spare_shows_in_text_and_json():
+    running = status(Phase.RUNNING, trainer_pid=5, trainer_uptime=3.0, warm_pid=77, warm_rss=713 << 20)
+    assert "warm spare   pid 77, 713 MiB resident" in describe_status(running)
+    assert status_to_dict(running)["warm_spare"] == {"pid": 77, "rss_bytes": 713 << 20}
+    assert status_to_dict(status(Phase.RUNNING))["warm_spare"] is None
+    assert "warm spare" not in describe_status(status(Phase.RUNNING))

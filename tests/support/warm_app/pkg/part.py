@@ -1,0 +1,1 @@
+PART = "relative"

@@ -17,7 +17,7 @@ from ..core.peer import Peer
 from ..core.round import Action, Round, RoundPhase, Step
 from ..core.stopping import StopOrder
 from ..v1 import rendezvous_pb2 as pb
-from . import _wire
+from . import _wire, _wire_sync
 from ._watchdog import Watchdog
 
 log = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ class Coordination:
                 len(out_of_sync(state.membership.members, state.sync, state.source_digest)),  # type: ignore[union-attr]
                 len(state.sync),
             )
-            self.broadcast(self.message(sync_from=_wire.sync_order_to_pb(state)))
+            self.broadcast(self.message(sync_from=_wire_sync.sync_order_to_pb(state)))
 
     def _frozen(self, state: Round) -> None:
         membership = state.membership

@@ -21,7 +21,7 @@ from ..core.round import RejectReason
 from ..core.status import printable
 from ..core.view import Target
 from ..v1 import rendezvous_pb2 as pb
-from . import _auth, _wire
+from . import _auth, _wire, _wire_sync
 from ._coordination import END, Coordination
 from ._guard import Guard
 
@@ -217,14 +217,14 @@ class JoinStreams:
         c = self._c
         kind = message.WhichOneof("body")
         if kind == "ready":
-            sync = _wire.sync_from_pb(message.ready.sync)
+            sync = _wire_sync.sync_from_pb(message.ready.sync)
             c.apply(rounds.ready(c.round, peer.node_id, message.ready.cluster_digest, sync))
         elif kind == "finished":
             done = message.finished
             log.info("%s finished with exit code %d%s", peer.describe(), done.exit_code,
                      f" ({printable(done.reason)})" if done.reason else "")
             c.note(lambda board: jobs.finished(board, peer.node_id, done.exit_code, time.monotonic()))
-            sync = _wire.sync_from_pb(done.sync)
+            sync = _wire_sync.sync_from_pb(done.sync)
             failure = _wire.optional_failure_from_pb(done)
             c.apply(rounds.finished(c.round, peer.node_id, done.exit_code, done.reason, sync, failure))
         elif kind == "progress":

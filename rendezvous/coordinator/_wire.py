@@ -15,11 +15,9 @@ from ..core.adverts import Gossip, Record
 from ..core.failure import Failure, bounded
 from ..core.auth import AuthError, Keys
 from ..core.job import JobView, MemberView
-from ..core.manifest import FileEntry, Manifest, PreviousChief, SyncSummary
 from ..core.peer import Peer, parse_address
 from ..core.preflight import Fingerprint
 from ..core.progress import Progress, parse_progress
-from ..core.round import Round, RoundPhase
 from ..core.size import Size
 from ..core.stopping import StopOrder
 from ..core.status import NodeStatus, printable
@@ -334,52 +332,6 @@ def job_view_from_pb(message: pb.JobStatusResponse) -> JobView:
         last_abort=message.last_abort_reason or None,
         coordinating=message.coordinating,
         last_failure=optional_failure_from_pb(message, "last_failure"),
-    )
-
-
-# -- --sync-dir ------------------------------------------------------------------------------
-
-
-def sync_to_pb(summary: Optional[SyncSummary]) -> Optional[pb.SyncState]:
-    if summary is None:
-        return None
-    state = pb.SyncState(
-        digest=summary.digest, files=summary.files, total_bytes=summary.total_bytes,
-        newest_mtime_ns=summary.newest_mtime_ns, error=summary.error,
-    )
-    if summary.previous is not None:
-        p = summary.previous
-        state.previous.CopyFrom(
-            pb.PreviousChief(node_id=p.node_id, address=p.address, round=p.round, started_unix_ns=p.started_ns)
-        )
-    return state
-
-
-def sync_from_pb(message: pb.SyncState) -> Optional[SyncSummary]:
-    """None when the member sent none: it does not sync."""
-    if not message.digest:
-        return SyncSummary.failed(message.error) if message.error else None
-    p = message.previous
-    previous = PreviousChief(p.node_id, p.address, p.round, p.started_unix_ns) if p.node_id else None
-    return SyncSummary(message.digest, message.files, message.total_bytes, message.newest_mtime_ns, previous)
-
-
-def manifest_to_pb(manifest: Manifest) -> list[pb.FileEntry]:
-    return [pb.FileEntry(path=f.path, size=f.size, mtime_ns=f.mtime_ns, sha256=f.sha256) for f in manifest.files]
-
-
-def manifest_from_pb(files: Iterable[pb.FileEntry]) -> Manifest:
-    """Raises SyncError for a path that could escape the directory."""
-    return Manifest.of(FileEntry(f.path, f.size, f.mtime_ns, f.sha256) for f in files)
-
-
-def sync_order_to_pb(state: Round) -> pb.SyncFrom:
-    """What the coordinator tells every member to make its copy."""
-    assert state.source is not None
-    summary = state.sync[state.source.node_id]
-    return pb.SyncFrom(
-        source=peer_to_pb(state.source), digest=state.source_digest, total_bytes=summary.total_bytes,
-        final=state.phase is RoundPhase.FINAL_SYNC, reason=state.source_reason,
     )
 
 

@@ -41,7 +41,7 @@ from ..core.tf_config import Membership
 from ..errors import NoDaemonError, RequestRefused
 from ..v1 import rendezvous_pb2 as pb
 from ..v1 import rendezvous_pb2_grpc as pb_grpc
-from . import _auth, _wire
+from . import _auth, _wire, _wire_sync
 from .local import JoinHandler, LocalCall
 
 log = logging.getLogger(__name__)
@@ -105,11 +105,11 @@ class JoinSession:
         await self._write(self._message(join=request))
 
     async def ready(self, digest: str, sync: Optional[SyncSummary] = None) -> None:
-        await self._write(self._message(ready=pb.Ready(cluster_digest=digest, sync=_wire.sync_to_pb(sync))))
+        await self._write(self._message(ready=pb.Ready(cluster_digest=digest, sync=_wire_sync.sync_to_pb(sync))))
 
     async def finished(self, exit_code: int, reason: str = "", sync: Optional[SyncSummary] = None,
                        failure: Optional[Failure] = None) -> None:
-        finished = pb.Finished(exit_code=exit_code, reason=reason, sync=_wire.sync_to_pb(sync),
+        finished = pb.Finished(exit_code=exit_code, reason=reason, sync=_wire_sync.sync_to_pb(sync),
                                failure=_wire.failure_to_pb(failure) if failure else None)
         await self._write(self._message(finished=finished))
 

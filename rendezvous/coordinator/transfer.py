@@ -21,7 +21,7 @@ from ..errors import SyncError
 from ..host.syncdir import CHUNK, Chunks, Progress, SyncDir
 from ..v1 import rendezvous_pb2 as pb
 from ..v1 import rendezvous_pb2_grpc as pb_grpc
-from . import _auth, _wire
+from . import _auth, _wire, _wire_sync
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class FileSource:
         self.sync = sync
 
     async def manifest(self, request: pb.ManifestRequest, context: grpc.aio.ServicerContext) -> pb.ManifestResponse:
-        return pb.ManifestResponse(header=request.header, files=_wire.manifest_to_pb(self.sync.manifest))
+        return pb.ManifestResponse(header=request.header, files=_wire_sync.manifest_to_pb(self.sync.manifest))
 
     async def files(self, request: pb.FetchRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[pb.FileChunk]:
         manifest = self.sync.manifest
@@ -92,7 +92,7 @@ async def pull(sync: SyncDir, order: SyncFrom, me: Peer, job: str, round: int, k
             response = await stub.GetManifest(_auth.sign_request(keys, pb.ManifestRequest(header=header))[1])
         except grpc.aio.AioRpcError as exc:
             raise SyncError(f"could not read the manifest of {order.source.describe()}: {exc.code().name} {exc.details()}") from None
-        manifest = _wire.manifest_from_pb(response.files)
+        manifest = _wire_sync.manifest_from_pb(response.files)
         if manifest.digest != order.digest:
             raise SyncError(f"the copy of {order.source.describe()} changed since the freeze")
 

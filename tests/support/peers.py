@@ -96,10 +96,11 @@ class Peer:
 def run_join(*options: str, job: Optional[str] = None, timeout: float = HANG,
              output: Optional[int] = None) -> subprocess.CompletedProcess:
     """One `rendezvous join` on 127.0.0.2 (job random unless given), run to its end with no
-    RENDEZVOUS_* variables of the caller; its output captured as text, or with `output`
+    RENDEZVOUS_* variables of the caller but --prewarm none; its output captured as text, or with `output`
     (a file descriptor) written there."""
     job = job or f"c-{os.urandom(4).hex()}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("RENDEZVOUS_")}
+    env["RENDEZVOUS_PREWARM"] = "none"  # as for every test daemon (conftest): no TensorFlow imported ahead
     streams: dict = {"capture_output": True, "text": True} if output is None else {"stdout": output, "stderr": output}
     return subprocess.run(
         [sys.executable, "-m", "rendezvous", "join", "--job", job, "--address", "127.0.0.2", *options],

@@ -262,21 +262,21 @@ def test_the_chief_is_remembered_beside_the_directory(tmp_path):
     SyncSummary.failed("holds 30 GB"),
 ])
 def test_a_copys_summary_survives_the_wire(summary):
-    from rendezvous.coordinator import _wire
+    from rendezvous.coordinator import _wire_sync
     from rendezvous.v1 import rendezvous_pb2 as pb
 
-    sent = _wire.sync_to_pb(summary)
-    assert _wire.sync_from_pb(sent if sent is not None else pb.SyncState()) == summary
+    sent = _wire_sync.sync_to_pb(summary)
+    assert _wire_sync.sync_from_pb(sent if sent is not None else pb.SyncState()) == summary
 
 
 def test_a_manifest_survives_the_wire_and_an_escaping_path_does_not():
-    from rendezvous.coordinator import _wire
+    from rendezvous.coordinator import _wire_sync
     from rendezvous.v1 import rendezvous_pb2 as pb
 
     manifest = Manifest.of([FileEntry("a/b", 3, 5, "x" * 64), FileEntry("c", 0, 6, "y" * 64)])
-    assert _wire.manifest_from_pb(_wire.manifest_to_pb(manifest)) == manifest
+    assert _wire_sync.manifest_from_pb(_wire_sync.manifest_to_pb(manifest)) == manifest
     with pytest.raises(SyncError, match="could escape"):
-        _wire.manifest_from_pb([pb.FileEntry(path="../../etc/passwd", size=1, sha256="z")])
+        _wire_sync.manifest_from_pb([pb.FileEntry(path="../../etc/passwd", size=1, sha256="z")])
 
 
 def test_a_swap_that_fails_half_way_puts_the_old_directory_back(tmp_path, monkeypatch):

@@ -15,7 +15,7 @@ from ..core.family import Family, left_out_message, switch_message, switched
 from ..core.record import replace
 from ..core.seeds import lonely_hint, parse_seeds
 from ..core.view import PeerView
-from ..discovery import DiscoveryEvent, Hinted
+from ..discovery import DiscoveryEvent, Gone, Hinted
 from .resources import Endpoint
 from .viewholder import ViewHolder
 
@@ -53,6 +53,8 @@ class Presence:
     def on_discovery(self, event: DiscoveryEvent) -> None:
         before = self._views.view
         view = before.apply(event)
+        if not isinstance(event, Gone) and event.advert.node_id in view.others:
+            self._views.hear(event.advert.node_id)  # an advert, even one repeated, is a sign of life
         if view is before and isinstance(event, Hinted):
             return  # every Status request of a known peer carries one: nothing new
         self._name_left_out(view.family)

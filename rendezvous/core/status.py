@@ -186,9 +186,6 @@ def describe_status(status: NodeStatus, daemon_pid: Optional[int] = None) -> str
         rows.append(("coordinator", f"{coordinator.endpoint} ({coordinator.node_id}){note}"))
     if status.membership is None:
         rows.append(("seen", ", ".join(p.describe() for p in status.seen) or status.node.describe()))
-        if status.silent:
-            rows.append(("silent", ", ".join(f"{p.describe()}, heard {format_duration(age)} ago"
-                                              for p, age in status.silent)))
         rows.append(("members", "not frozen yet"))
     else:
         table = [("rank", "address", "node", "TensorFlow", "TF version", "GPUs")] + [
@@ -204,6 +201,9 @@ def describe_status(status: NodeStatus, daemon_pid: Optional[int] = None) -> str
         ]
         rows.append(("members", lines[0]))
         rows.extend(("", line) for line in lines[1:])
+    if status.silent:
+        rows.append(("silent", ", ".join(f"{p.describe()}, heard {format_duration(age)} ago"
+                                          for p, age in status.silent)))
     if status.fingerprint is not None:
         rows.append(("environment", status.fingerprint.describe()))
     if status.membership is not None and status.fingerprint is not None:

@@ -75,6 +75,9 @@ def test_a_member_cut_off_from_the_others_stops_counting_them(make_network, tmp_
         silent = {p["address"]: p for p in status["silent"]}
         assert set(silent) == {h.address for h in others}, status
         assert all(p["heard_seconds_ago"] >= min(LIVENESS, SUSPECT) for p in silent.values()), status
+        text = lonely.run([sys.executable, "-m", "rendezvous", "status"], capture_output=True, text=True,
+                          timeout=HANG, stdin=subprocess.DEVNULL).stdout
+        assert "silent" in text and all(h.address in text for h in others), text
     finally:
         for peer in peers:
             if peer.proc.poll() is None:

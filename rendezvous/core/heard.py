@@ -32,6 +32,14 @@ class Heard:
         new = {n: now for n in node_ids if n not in self.missed}
         return Heard(self.last, {**self.missed, **new}) if new else self
 
+    def only(self, node_ids: Iterable[str]) -> "Heard":
+        """Forget every peer but these (the view's): the record stays as small as the view."""
+        keep = set(node_ids)
+        if keep.issuperset(self.last) and keep.issuperset(self.missed):
+            return self
+        return Heard({n: t for n, t in self.last.items() if n in keep},
+                     {n: t for n, t in self.missed.items() if n in keep})
+
     def silent(self, now: float, after: float) -> dict[str, float]:
         """The peers missed since last heard, and not heard for longer than `after`:
         node id -> seconds since last heard (since the first miss, if never heard)."""

@@ -52,6 +52,7 @@ class ViewHolder:
     def update(self, view: PeerView) -> None:
         """Take the new view, and tell the listeners about it (see the module's doc)."""
         self._view = view
+        self.heard = self.heard.only(a.node_id for a in view.adverts)
         if self._told < VIEW_BURST:
             self._tell()
         else:
@@ -60,6 +61,8 @@ class ViewHolder:
     def hear(self, *node_ids: str) -> None:
         """A sign of life of these peers (told at once when one was silent: the status changes)."""
         now = time.monotonic()
+        known = {a.node_id for a in self._view.adverts}
+        node_ids = tuple(n for n in node_ids if n in known)  # the record stays as small as the view
         was_silent = set(self.heard.silent(now, self.silent_after)) & set(node_ids)
         self.heard = self.heard.hear(node_ids, now)
         if was_silent:
@@ -67,7 +70,8 @@ class ViewHolder:
 
     def miss(self, *node_ids: str) -> None:
         """A failed attempt to reach these peers."""
-        self.heard = self.heard.miss(node_ids, time.monotonic())
+        known = {a.node_id for a in self._view.adverts}
+        self.heard = self.heard.miss((n for n in node_ids if n in known), time.monotonic())
 
     def distrust(self, peer: Peer, why: str) -> None:
         """Leave a peer that failed authentication out for good; said once per peer."""

@@ -70,3 +70,10 @@ def test_silent_peers_were_missed_and_not_heard_for_longer_than_after(steps, lat
         assert age == now - last_heard.get(node, missed_since[node])
     for node in set(missed_since) - set(silent):
         assert now - last_heard.get(node, missed_since[node]) <= AFTER
+
+
+def test_only_the_views_peers_are_remembered():
+    heard = Heard().hear(["a", "b"], 1.0).miss(["b", "c"], 2.0)
+    kept = heard.only(["b"])
+    assert dict(kept.last) == {"b": 1.0} and dict(kept.missed) == {"b": 2.0}
+    assert kept.only(["b", "z"]) is kept  # nothing to forget: the same record

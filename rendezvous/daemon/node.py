@@ -205,13 +205,16 @@ class Node:
             self._report()  # the preflight may have refused the round; an abort shows as such
             if end.stop is not None:
                 await self._stopped(joiner, end.stop)
-            await self.launcher.stop(self.config.stop_grace if end.completed else self.config.abort_grace)
+            code = await self.launcher.stop(self.config.stop_grace if end.completed else self.config.abort_grace)
             await joiner.close()
             played = joiner.state.round or number
             if end.completed:
                 log.info("job %r completed in round %d: %s", self.config.job, played, end.reason)
                 self._enter(Phase.FINISHED)
                 return 0
+            if self.signals.signum is not None:  # stopped while the round ended: no round follows
+                log.info("round %d ended: %s; stopping as asked", played, end.reason)
+                return code if self.launcher.pid else 128 + self.signals.signum
             if joiner.state.preflight and not joiner.state.frozen:  # refused: say why first of all
                 raise JobFailed(f"job {self.config.job!r} was refused before the start: {joiner.state.preflight[0]}",
                                 end.exit_code)

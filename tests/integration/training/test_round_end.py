@@ -64,7 +64,9 @@ def test_an_aborted_round_ends_a_plain_script_that_keeps_training_and_the_job_re
     (("--exit-on-sigterm",), 128 + signal.SIGTERM, "60"),  # the helper: SIGTERM ends it at once
 ])
 def test_a_stopped_job_ends_a_plain_script_within_the_stop_grace(tmp_path, script_args, status, grace):
-    peers, out = start(tmp_path, ["--stop-grace", grace], *script_args)
+    # Both graces alike: a node may hear of the round's abort (the other daemon stopped first)
+    # before its own SIGTERM, and then stops its command with the abort's grace.
+    peers, out = start(tmp_path, ["--stop-grace", grace, "--abort-grace", grace], *script_args)
     wait_training(peers, 1)
     began = time.monotonic()
     for peer in peers:

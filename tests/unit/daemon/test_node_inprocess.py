@@ -401,3 +401,32 @@ def test_a_failed_command_sends_its_cause_and_every_reported_cause_is_logged(tmp
     assert "    Traceback (most recent call last):" in messages
     where = Path((tmp_path / "where").read_text().strip())
     assert where.name == "error.json" and not where.parent.exists()  # removed with the round
+
+
+def test_a_stop_signal_while_an_aborted_round_stops_its_command_ends_the_node_as_the_command_ended(tmp_path, caplog):
+    """The round ends first, then the node's own SIGTERM comes (the coordinator's daemon was
+    stopped a moment before this one): no round follows and `join` exits as its command did."""
+    sessions: list = []
+    connect = scripted(lambda me: [frozen_alone(me), Released(0.0, 0.05)], sessions)
+    started = tmp_path / "started"
+    stubborn = ("sh", "-c", f"trap '' TERM; touch {started}; sleep 60")
+    from rendezvous.core.record import replace
+    settings = replace(config(tmp_path, 30, max_restarts=3, abort_grace=0.5), command=stubborn)
+    node = Node(settings, discovery=Bus().discovery, connect=connect)
+
+    async def stop_while_the_abort_stops_the_command():
+        task = asyncio.create_task(node.run())
+        while not started.exists():
+            await asyncio.sleep(0.02)
+        sessions[0].events.put_nowait(Aborted("127.0.0.9 (9): its daemon was stopped (SIGTERM)"))
+        while node.status().ending is None:
+            await asyncio.sleep(0.01)
+        node.signals.received(signal.SIGTERM)
+        return await asyncio.wait_for(task, HANG)
+
+    with caplog.at_level(logging.INFO):
+        assert asyncio.run(stop_while_the_abort_stops_the_command()) == 128 + signal.SIGKILL
+    messages = [r.getMessage() for r in caplog.records]
+    assert "the command ignored SIGTERM for 0.5s: SIGKILL" in messages
+    assert any(m.startswith("round 1 ended: ") and m.endswith("; stopping as asked") for m in messages)
+    assert not any("round 2 starts" in m for m in messages) and len(sessions) == 1

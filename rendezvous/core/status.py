@@ -33,6 +33,8 @@ class NodeStatus:
     # suspects of being gone (left out of the election and of the count).
     seen: tuple[Peer, ...] = ()
     unreachable: tuple[Peer, ...] = ()
+    # Peers not heard from for too long (core.heard), with the seconds since: not seen.
+    silent: tuple[tuple[Peer, float], ...] = ()
     # The coordinator this node follows while waiting: the one it joins.
     following: Optional[Peer] = None
     membership: Optional[Membership] = None
@@ -142,7 +144,8 @@ def progress_line(status: NodeStatus) -> str:
     if status.preflight:
         return "; ".join(status.preflight)
     line = describe_progress(
-        status.job, status.expect, status.seen or (status.node,), status.coordinator, status.unreachable
+        status.job, status.expect, status.seen or (status.node,), status.coordinator,
+        (*status.unreachable, *(p for p, _ in status.silent)),
     )
     return f"{line} ({status.hint})" if status.hint else line
 
@@ -198,6 +201,9 @@ def describe_status(status: NodeStatus, daemon_pid: Optional[int] = None) -> str
         ]
         rows.append(("members", lines[0]))
         rows.extend(("", line) for line in lines[1:])
+    if status.silent:
+        rows.append(("silent", ", ".join(f"{p.describe()}, heard {format_duration(age)} ago"
+                                          for p, age in status.silent)))
     if status.fingerprint is not None:
         rows.append(("environment", status.fingerprint.describe()))
     if status.membership is not None and status.fingerprint is not None:
@@ -266,6 +272,7 @@ def status_to_dict(status: NodeStatus) -> dict[str, Any]:
             for rank, p in enumerate(members)
         ],
         "seen": [peer_to_dict(p) for p in status.seen],
+        "silent": [{**peer_to_dict(p), "heard_seconds_ago": round(age, 1)} for p, age in status.silent],
         "tf_config": status.tf_config,
         "trainer_pid": status.trainer_pid,
         "trainer_uptime_seconds": status.trainer_uptime,

@@ -60,9 +60,11 @@ class Confirmer:
         if self._closed:
             return
         loop = asyncio.get_running_loop()
-        now, later = loop.time(), []
+        now = loop.time()
+        later: list[float] = []
         view = self._views.view
         wanted = view.unconfirmed(now)
+        wanted += self._stale(now, {a.node_id for a in wanted}, later)
         needed = {a.node_id for a in wanted}
         for mapping in (self._next_ask, self._backoff, self._asked):  # forget nodes that need no asking
             for node_id in set(mapping) - needed:
@@ -90,6 +92,20 @@ class Confirmer:
         if self._timer is not None:
             self._timer.cancel()
         self._timer = loop.call_at(min(later), self.kick) if later else None
+
+    def _stale(self, now: float, wanted: set[str], later: list[float]) -> list[Advert]:
+        """Confirmed peers not heard from for `silent_after` (`core.heard`): the coordinator
+        this node follows, or every peer when this node coordinates, so that its status shows
+        a peer cut off as silent. A running round's traffic vouches for its members, so a
+        healthy round asks nobody."""
+        view, heard, after = self._views.view, self._views.heard, self._views.silent_after
+        target = view.target(now).peer
+        ids = [n for n in view.confirmed if n in view.others and n not in wanted
+               and (target == view.me.peer or (target is not None and n == target.node_id))]
+        wake = heard.next_stale(ids, now, after)
+        if wake is not None:
+            later.append(wake)
+        return [view.others[n] for n in heard.stale(ids, now, after)]
 
     def _done(self, node_id: str, task: asyncio.Task) -> None:
         self._tasks.pop(node_id, None)
@@ -122,6 +138,7 @@ class Confirmer:
                 wait = self._backoff[node_id] = min(2 * self._backoff.get(node_id, self._interval / 2),
                                                     MAX_BACKOFF * self._interval)
             self._next_ask[node_id] = asyncio.get_running_loop().time() + wait
+            self._views.miss(node_id)
             self._views.update(self._views.view.unanswered(node_id))
             return
         self._backoff.pop(node_id, None)
@@ -129,6 +146,7 @@ class Confirmer:
         if status.node == advert.peer and status.job == view.me.job:
             if node_id in view.unreachable:
                 log.info("%s answers again: it is a candidate again", advert.peer.describe())
+            self._views.hear(node_id)
             self._views.update(self._views.view.confirm(status.as_advert(auth=advert.auth)))
         elif status.job == view.me.job and status.node.node_id != node_id:
             log.info("%s answers as %s: %s no longer runs there", advert.peer.endpoint, status.node.node_id, node_id)

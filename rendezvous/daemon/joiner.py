@@ -243,12 +243,15 @@ class Joiner:
                         yield machine.Untrusted(str(exc))
                         return
                     except SessionLost as exc:
+                        self._views.miss(*vouched(self.state))
                         yield machine.Lost(str(exc))
                         return
                     listening = listening.heard()
+                    self._views.hear(*vouched(self.state))
                     receive = asyncio.ensure_future(session.receive())
                 lost = listening.silent(self.state)
                 if lost is not None:
+                    self._views.miss(*vouched(self.state))
                     yield lost
                     return
                 if exited is not None and exited.done() and not exited.cancelled():
@@ -354,3 +357,9 @@ class Joiner:
         finally:
             changed.cancel()
 
+
+def vouched(state: Member) -> list[str]:
+    """Whom the coordinator's traffic proves alive (`core.heard`): the coordinator, and the
+    members of its round, as it ends the round when one of them is silent."""
+    found = [state.target.node_id] if state.target else []
+    return found + [p.node_id for p in state.membership.members] if state.membership else found

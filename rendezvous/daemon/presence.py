@@ -15,7 +15,7 @@ from ..core.family import Family, left_out_message, switch_message, switched
 from ..core.record import replace
 from ..core.seeds import lonely_hint, parse_seeds
 from ..core.view import PeerView
-from ..discovery import DiscoveryEvent, Hinted
+from ..discovery import DiscoveryEvent, Gone, Hinted
 from .resources import Endpoint
 from .viewholder import ViewHolder
 
@@ -53,10 +53,12 @@ class Presence:
     def on_discovery(self, event: DiscoveryEvent) -> None:
         before = self._views.view
         view = before.apply(event)
-        if view is before and isinstance(event, Hinted):
-            return  # every Status request of a known peer carries one: nothing new
-        self._name_left_out(view.family)
-        self._views.update(self._switch_family(view))
+        # Every Status request of a known peer carries a hint: nothing new unless the view changed.
+        if view is not before or not isinstance(event, Hinted):
+            self._name_left_out(view.family)
+            self._views.update(self._switch_family(view))
+        if not isinstance(event, Gone) and event.advert.node_id in view.others:
+            self._views.hear(event.advert.node_id)  # an advert, even one repeated, is a sign of life
 
     def advertise(self, phase: Phase, round: int, coordinator: Optional[str] = None, gpus: Optional[str] = None) -> None:
         """This node's advert in `phase` of `round` (with `gpus`, its GPUs as shown, when

@@ -191,7 +191,7 @@ def bind_resources(
     shown = {"tensorflow": fingerprint.tensorflow, "gpus": fingerprint.describe_gpus()} if fingerprint else {}
     views = ViewHolder(PeerView(Advert(
         peer=me, job=config.job, expect=config.expect, auth=keys is not None, alternate=choice.alternate, **shown,
-    )), config.timings.view_settle)
+    )), config.timings.view_settle, silent_after=max(config.liveness_timeout, config.timings.suspect_after))
 
     def target() -> Target:
         return views.view.target(time.monotonic())

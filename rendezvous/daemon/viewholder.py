@@ -7,14 +7,19 @@ VIEW_BURST changes after a quiet window of `settle` seconds (Timings.view_settle
 most once per window while changes keep coming: a node of a job of N nodes that starts at
 once hears N adverts within a moment, and each telling costs O(N). A node that just started
 sees itself, then its coordinator, then confirms it: none of that waits.
+
+Beside the view, when each peer was last heard from (`core.heard`): peers missed and not
+heard for longer than `silent_after` are shown silent, not seen.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Callable, Optional, Sequence
 
+from ..core.heard import Heard
 from ..core.peer import Peer
 from ..core.view import PeerView
 
@@ -24,8 +29,11 @@ VIEW_BURST = 3
 
 
 class ViewHolder:
-    def __init__(self, view: PeerView, settle: float, listeners: Sequence[Callable[[], None]] = ()) -> None:
+    def __init__(self, view: PeerView, settle: float, listeners: Sequence[Callable[[], None]] = (),
+                 silent_after: float = 5.0) -> None:
         self._view = view
+        self.heard = Heard()
+        self.silent_after = silent_after
         self._settle = settle
         self._listeners = list(listeners)
         self.changed = asyncio.Event()  # set at every telling; whoever waits on it clears it
@@ -44,10 +52,26 @@ class ViewHolder:
     def update(self, view: PeerView) -> None:
         """Take the new view, and tell the listeners about it (see the module's doc)."""
         self._view = view
+        self.heard = self.heard.only(a.node_id for a in view.adverts)
         if self._told < VIEW_BURST:
             self._tell()
         else:
             self._untold = True
+
+    def hear(self, *node_ids: str) -> None:
+        """A sign of life of these peers (told at once when one was silent: the status changes)."""
+        now = time.monotonic()
+        known = {a.node_id for a in self._view.adverts}
+        node_ids = tuple(n for n in node_ids if n in known)  # the record stays as small as the view
+        was_silent = set(self.heard.silent(now, self.silent_after)) & set(node_ids)
+        self.heard = self.heard.hear(node_ids, now)
+        if was_silent:
+            self.update(self._view)
+
+    def miss(self, *node_ids: str) -> None:
+        """A failed attempt to reach these peers."""
+        known = {a.node_id for a in self._view.adverts}
+        self.heard = self.heard.miss((n for n in node_ids if n in known), time.monotonic())
 
     def distrust(self, peer: Peer, why: str) -> None:
         """Leave a peer that failed authentication out for good; said once per peer."""

@@ -302,7 +302,7 @@ class StatusRequest(_message.Message):
     def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., caller: _Optional[_Union[AdvertRecord, _Mapping]] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("header", "self", "phase", "expect", "coordinator", "members", "tf_config", "rank", "seen", "trainer_pid", "trainer_uptime_seconds", "exit_code", "fingerprint", "tensorflow", "gpus", "preflight", "progress", "expect_min", "gpu_count", "failure", "ending", "warm_pid", "warm_rss_bytes")
+    __slots__ = ("header", "self", "phase", "expect", "coordinator", "members", "tf_config", "rank", "seen", "trainer_pid", "trainer_uptime_seconds", "exit_code", "fingerprint", "tensorflow", "gpus", "preflight", "progress", "expect_min", "gpu_count", "failure", "ending", "warm_pid", "warm_rss_bytes", "silent", "silent_seconds")
     class TensorflowEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -340,6 +340,8 @@ class StatusResponse(_message.Message):
     ENDING_FIELD_NUMBER: _ClassVar[int]
     WARM_PID_FIELD_NUMBER: _ClassVar[int]
     WARM_RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SILENT_FIELD_NUMBER: _ClassVar[int]
+    SILENT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     header: Header
     self: Peer
     phase: str
@@ -363,7 +365,9 @@ class StatusResponse(_message.Message):
     ending: str
     warm_pid: int
     warm_rss_bytes: int
-    def __init__(self_, header: _Optional[_Union[Header, _Mapping]] = ..., self: _Optional[_Union[Peer, _Mapping]] = ..., phase: _Optional[str] = ..., expect: _Optional[int] = ..., coordinator: _Optional[_Union[Peer, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., tf_config: _Optional[str] = ..., rank: _Optional[int] = ..., seen: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., trainer_pid: _Optional[int] = ..., trainer_uptime_seconds: _Optional[float] = ..., exit_code: _Optional[int] = ..., fingerprint: _Optional[_Union[Fingerprint, _Mapping]] = ..., tensorflow: _Optional[_Mapping[str, str]] = ..., gpus: _Optional[_Mapping[str, str]] = ..., preflight: _Optional[_Iterable[str]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., expect_min: _Optional[int] = ..., gpu_count: _Optional[int] = ..., failure: _Optional[_Union[CommandFailure, _Mapping]] = ..., ending: _Optional[str] = ..., warm_pid: _Optional[int] = ..., warm_rss_bytes: _Optional[int] = ...) -> None: ...
+    silent: _containers.RepeatedCompositeFieldContainer[Peer]
+    silent_seconds: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self_, header: _Optional[_Union[Header, _Mapping]] = ..., self: _Optional[_Union[Peer, _Mapping]] = ..., phase: _Optional[str] = ..., expect: _Optional[int] = ..., coordinator: _Optional[_Union[Peer, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., tf_config: _Optional[str] = ..., rank: _Optional[int] = ..., seen: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., trainer_pid: _Optional[int] = ..., trainer_uptime_seconds: _Optional[float] = ..., exit_code: _Optional[int] = ..., fingerprint: _Optional[_Union[Fingerprint, _Mapping]] = ..., tensorflow: _Optional[_Mapping[str, str]] = ..., gpus: _Optional[_Mapping[str, str]] = ..., preflight: _Optional[_Iterable[str]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., expect_min: _Optional[int] = ..., gpu_count: _Optional[int] = ..., failure: _Optional[_Union[CommandFailure, _Mapping]] = ..., ending: _Optional[str] = ..., warm_pid: _Optional[int] = ..., warm_rss_bytes: _Optional[int] = ..., silent: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., silent_seconds: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class MemberStatus(_message.Message):
     __slots__ = ("peer", "rank", "phase", "command_uptime_seconds", "exit_code", "progress", "straggler", "heard_seconds_ago", "silent")

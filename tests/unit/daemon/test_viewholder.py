@@ -13,6 +13,8 @@ VIEW_SETTLE = Timings().view_settle
 
 
 class FakeView:
+    adverts: list = []  # nobody heard of: the record of who was heard stays empty
+
     def __init__(self, n: int) -> None:
         self.n = n
 

@@ -1,0 +1,40 @@
+"""A node's own status with peers it has not heard from for too long (core.heard): not
+seen, and shown silent with the time since, in every form and over the wire."""
+
+from __future__ import annotations
+
+import ipaddress
+
+from rendezvous.coordinator import _wire
+from rendezvous.core.advert import Phase
+from rendezvous.core.peer import Peer
+from rendezvous.core.size import Size
+from rendezvous.core.status import NodeStatus, describe_status, progress_line, status_line, status_to_dict
+
+ME = Peer(node_id="aaaaaaaa", address=ipaddress.ip_address("10.0.0.3"), port=7000, tf_port=9000)
+A = Peer(node_id="bbbbbbbb", address=ipaddress.ip_address("10.0.0.1"), port=7000, tf_port=9000)
+B = Peer(node_id="cccccccc", address=ipaddress.ip_address("10.0.0.2"), port=7000, tf_port=9000)
+
+
+def cut_off() -> NodeStatus:
+    return NodeStatus(node=ME, job="j", expect=Size.fixed(3), phase=Phase.WAITING, round=2,
+                      seen=(ME,), silent=((A, 12.04), (B, 7.5)))
+
+
+def test_silent_peers_are_not_counted_and_are_shown_with_their_age():
+    status = cut_off()
+    assert "waiting for peers 1/3" in status_line(status)
+    line = progress_line(status)
+    assert "1/3 peers seen" in line and "10.0.0.1 (bbbbbbbb) [unreachable]" in line, line
+    text = describe_status(status)
+    assert "silent" in text and "10.0.0.1 (bbbbbbbb), heard 12.0s ago" in text, text
+    shown = status_to_dict(status)
+    assert [p["address"] for p in shown["seen"]] == ["10.0.0.3"]
+    assert [(p["address"], p["heard_seconds_ago"]) for p in shown["silent"]] == [("10.0.0.1", 12.0), ("10.0.0.2", 7.5)]
+
+
+def test_silent_peers_cross_the_wire():
+    status = cut_off()
+    back = _wire.status_from_pb(_wire.status_to_pb(status))
+    assert back.seen == (ME,) and back.silent == status.silent
+    assert _wire.status_from_pb(_wire.status_to_pb(NodeStatus(node=ME, job="j", expect=Size.fixed(3)))).silent == ()

@@ -34,6 +34,8 @@ class NodeStatus:
     seen: tuple[Peer, ...] = ()
     unreachable: tuple[Peer, ...] = ()
     # Peers not heard from for too long (core.heard), with the seconds since: not seen.
+    # A peer is shown in one state: silent before unreachable (its silence says since when,
+    # and both leave it out of the count), either before seen (see __post_init__).
     silent: tuple[tuple[Peer, float], ...] = ()
     # The coordinator this node follows while waiting: the one it joins.
     following: Optional[Peer] = None
@@ -60,8 +62,13 @@ class NodeStatus:
     ending: Optional[str] = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "seen", tuple(sorted(self.seen)))
-        object.__setattr__(self, "unreachable", tuple(sorted(self.unreachable)))
+        # Each peer in one state: silent before unreachable, either before seen.
+        silent = {p.node_id: (p, age) for p, age in reversed(self.silent)}  # once each, the first given
+        unreachable = {p for p in self.unreachable if p.node_id not in silent}
+        gone = set(silent) | {p.node_id for p in unreachable}
+        object.__setattr__(self, "silent", tuple(sorted(silent.values())))
+        object.__setattr__(self, "unreachable", tuple(sorted(unreachable)))
+        object.__setattr__(self, "seen", tuple(sorted({p for p in self.seen if p.node_id not in gone})))
 
     @property
     def rank(self) -> Optional[int]:

@@ -434,5 +434,5 @@ def describe_progress(
         mark = " [coordinator]" if p == coordinator else " [unreachable]" if p in unreachable else ""
         return p.describe() + mark
 
-    listed = sorted(peers) + sorted(p for p in unreachable if p not in peers)
+    listed = sorted(peers) + sorted({p for p in unreachable if p not in peers})
     return f"job {job!r}: {expect.progress(len(peers))} peers seen: " + ", ".join(map(name, listed))

@@ -102,15 +102,16 @@ class Node:
         """What this node is doing now, for the reporters and the Status RPC."""
         now, view, joiner = time.monotonic(), self.view, self._joiner
         ages = self.views.heard.silent(now, self.views.silent_after)
-        present = view.present(now)
+        present, suspected = view.present(now), view.suspected(now)
         return NodeStatus(
             node=view.me.peer,
             job=self.config.job,
             expect=self.config.expect,
             phase=self._phase,
-            seen=tuple(p for p in present if p.node_id not in ages),
-            silent=tuple((p, ages[p.node_id]) for p in [*present, *view.suspected(now)] if p.node_id in ages),
-            unreachable=tuple(view.suspected(now)),
+            # silent first: NodeStatus leaves silent peers out of seen and unreachable
+            seen=tuple(present),
+            silent=tuple((p, ages[p.node_id]) for p in [*present, *suspected] if p.node_id in ages),
+            unreachable=tuple(suspected),
             following=view.target(now).peer if self._membership is None else None,
             membership=self._membership,
             round=self._membership.round if self._membership else view.me.round,

@@ -38,3 +38,19 @@ def test_silent_peers_cross_the_wire():
     back = _wire.status_from_pb(_wire.status_to_pb(status))
     assert back.seen == (ME,) and back.silent == status.silent
     assert _wire.status_from_pb(_wire.status_to_pb(NodeStatus(node=ME, job="j", expect=Size.fixed(3)))).silent == ()
+
+
+def test_a_peer_both_suspected_and_silent_is_shown_once_as_silent():
+    """Suspected (its Join failed) and silent (not heard for long): once, in every form,
+    with the time since it was last heard; an unreachable peer not silent keeps its mark."""
+    status = NodeStatus(node=ME, job="j", expect=Size.fixed(3), phase=Phase.WAITING, round=2,
+                        seen=(ME, A, B), unreachable=(A, B), silent=((A, 9.3), (A, 9.3)), following=B)
+    assert status.unreachable == (B,) and status.silent == ((A, 9.3),) and status.seen == (ME,)
+    line = progress_line(status)
+    assert line.count("10.0.0.1") == 1 and line.count("10.0.0.2") == 1, line
+    assert "1/3 peers seen" in line and "10.0.0.1 (bbbbbbbb) [unreachable]" in line, line
+    text = describe_status(status)
+    assert text.count("10.0.0.1") == 1 and "silent" in text, text
+    assert [p["address"] for p in status_to_dict(status)["silent"]] == ["10.0.0.1"]
+    back = _wire.status_from_pb(_wire.status_to_pb(status))
+    assert back.silent == status.silent and back.seen == (ME,)

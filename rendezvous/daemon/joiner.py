@@ -193,11 +193,13 @@ class Joiner:
         await asyncio.wait({join}, timeout=self.state.liveness_timeout)
         if not join.done():
             join.cancel()
+            self._views.miss(*vouched(self.state))  # a failed try to reach it, as a lost stream
             yield machine.Lost(f"{session.endpoint} did not take the join within {self.state.liveness_timeout:g} s")
             return
         try:
             join.result()
         except SessionLost as exc:
+            self._views.miss(*vouched(self.state))
             yield machine.Lost(str(exc))
             return
         async with aclosing(self._events(session)) as events:

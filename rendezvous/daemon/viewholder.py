@@ -61,17 +61,22 @@ class ViewHolder:
     def hear(self, *node_ids: str) -> None:
         """A sign of life of these peers (told at once when one was silent: the status changes)."""
         now = time.monotonic()
-        known = {a.node_id for a in self._view.adverts}
-        node_ids = tuple(n for n in node_ids if n in known)  # the record stays as small as the view
+        node_ids = self._others(node_ids)
         was_silent = set(self.heard.silent(now, self.silent_after)) & set(node_ids)
         self.heard = self.heard.hear(node_ids, now)
         if was_silent:
+            log.debug("heard again from %s", ", ".join(sorted(was_silent)))
             self.update(self._view)
 
     def miss(self, *node_ids: str) -> None:
         """A failed attempt to reach these peers."""
-        known = {a.node_id for a in self._view.adverts}
-        self.heard = self.heard.miss((n for n in node_ids if n in known), time.monotonic())
+        self.heard = self.heard.miss(self._others(node_ids), time.monotonic())
+
+    def _others(self, node_ids: Sequence[str]) -> tuple[str, ...]:
+        """The peers of the view among `node_ids` (the record stays as small as the view),
+        never this node: a Join stream vouches for every member, this node included, and
+        this node is always seen by itself."""
+        return tuple(n for n in node_ids if n in self._view.others)
 
     def distrust(self, peer: Peer, why: str) -> None:
         """Leave a peer that failed authentication out for good; said once per peer."""

@@ -39,3 +39,52 @@ def test_a_confirmed_coordinator_gone_quiet_is_asked_again_and_shown_silent(monk
         assert LOW.node_id in views.heard.missed
 
     asyncio.run(scenario())
+
+
+def test_a_coordinator_suspected_while_asked_again_answers_again_as_a_candidate(monkeypatch, caplog):
+    """The ask of a quiet coordinator starts before it is suspected (its Join failed
+    meanwhile) and is answered after: it says it answers again and is a candidate again."""
+    release = asyncio.Event()
+    answer = Script()
+
+    async def held(endpoint, timeout, keys, caller):
+        await release.wait()  # stopped (SIGSTOP), then continued
+        return await answer(endpoint, timeout, keys, caller)
+
+    monkeypatch.setattr(confirming, "fetch_status", held)
+
+    async def scenario() -> None:
+        answer.adverts, answer.silent = [LOW], False
+        views = ViewHolder(PeerView(ME).seen(LOW).confirm(LOW), 0.0, silent_after=AFTER)
+        views.hear(LOW.node_id)
+        confirmer = Confirmer(views, None, 1.0, INTERVAL, 0.25)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 50 * (AFTER + INTERVAL)
+        confirmer.kick()
+        while LOW.node_id not in confirmer._tasks and loop.time() < deadline:  # gone quiet: asked again
+            await asyncio.sleep(AFTER / 4)
+        assert LOW.node_id in confirmer._tasks, "the quiet coordinator was never asked again"
+        views.update(views.view.suspect(LOW.node_id, float("inf")))  # its Join failed meanwhile
+        release.set()
+        await settle(confirmer)
+        confirmer.close()
+        assert not views.view.is_suspected(LOW.node_id, loop.time())
+
+    with caplog.at_level("INFO", logger="rendezvous.daemon.confirmer"):
+        asyncio.run(scenario())
+    assert f"{LOW.peer.describe()} answers again: it is a candidate again" in caplog.text, caplog.text
+
+
+def test_this_node_is_never_missed_or_silent_to_itself():
+    """A lost Join stream misses every member it vouched for, this node among them: only
+    its peers are recorded, so this node is never left out of what it sees."""
+
+    async def scenario() -> None:
+        views = ViewHolder(PeerView(ME).seen(LOW).confirm(LOW), 0.0, silent_after=0.0)
+        views.hear(ME.node_id, LOW.node_id)
+        views.miss(ME.node_id, LOW.node_id)
+        await asyncio.sleep(0.01)
+        assert ME.node_id not in views.heard.last and ME.node_id not in views.heard.missed
+        assert LOW.node_id in views.heard.missed
+
+    asyncio.run(scenario())

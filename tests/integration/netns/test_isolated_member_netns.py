@@ -42,6 +42,16 @@ def cut_off(host, others) -> None:
     host.run(["nft", "-f", "-"], input=rules, text=True, check=True, capture_output=True)
 
 
+def shows_them_silent(lonely, others, status: dict) -> None:
+    """The others once each, silent, with the time since they were last heard; in the text too."""
+    silent = [p["address"] for p in status["silent"]]
+    assert sorted(silent) == sorted(h.address for h in others), status
+    assert all(p["heard_seconds_ago"] >= min(LIVENESS, SUSPECT) for p in status["silent"]), status
+    text = lonely.run([sys.executable, "-m", "rendezvous", "status"], capture_output=True, text=True,
+                      timeout=HANG, stdin=subprocess.DEVNULL).stdout
+    assert "silent" in text and all(text.count(f"{h.address} (") == 1 for h in others), text
+
+
 @pytest.mark.parametrize("cut", [0, 2], ids=["the-coordinator", "a-member"])
 def test_a_member_cut_off_from_the_others_stops_counting_them(make_network, tmp_path, monkeypatch, cut):
     if shutil.which("nft") is None:
@@ -59,7 +69,7 @@ def test_a_member_cut_off_from_the_others_stops_counting_them(make_network, tmp_
         wait_for_job(net.hosts[0], job, lambda s: [m["phase"] for m in s["members"]] == ["running"] * 3)
         wait_until(lambda: len(own_status(lonely)["seen"]) == 3, "the member sees all 3 before the cut")
         cut_off(lonely, others)
-        cut = time.monotonic()
+        cut_at = time.monotonic()
         # Silent for longer than the liveness timeout (or suspect-after): no longer seen. The
         # bound: that silence, one Status call's timeout and one retry interval, with room
         # for a loaded machine (a factor, not a fixed figure).
@@ -70,14 +80,22 @@ def test_a_member_cut_off_from_the_others_stops_counting_them(make_network, tmp_
 
         status = wait_until(alone, lambda: f"{lonely.address} still counts the others: {own_status(lonely)}",
                             timeout=bound + HANG, interval=0.3)
-        took = time.monotonic() - cut
+        took = time.monotonic() - cut_at
         assert took < bound, (took, status)
-        silent = {p["address"]: p for p in status["silent"]}
-        assert set(silent) == {h.address for h in others}, status
-        assert all(p["heard_seconds_ago"] >= min(LIVENESS, SUSPECT) for p in silent.values()), status
-        text = lonely.run([sys.executable, "-m", "rendezvous", "status"], capture_output=True, text=True,
-                          timeout=HANG, stdin=subprocess.DEVNULL).stdout
-        assert "silent" in text and all(h.address in text for h in others), text
+        shows_them_silent(lonely, others, status)
+        if cut != 0:
+            # The member goes on to suspect its coordinator (its Joins fail): suspected and
+            # silent, it is still shown once, silent, and this node still sees itself.
+            coordinator = net.hosts[0].address
+            wait_until(lambda: f"cannot reach the coordinator {coordinator} (" in peers[cut].log,
+                       lambda: f"{lonely.address} never suspected {coordinator}: {peers[cut].log[-3000:]}")
+            status = own_status(lonely)
+            assert [p["address"] for p in status["seen"]] == [lonely.address], status
+            shows_them_silent(lonely, others, status)
+        # every progress line lists each peer once
+        listed = [line.split("peers seen: ", 1)[1] for line in peers[cut].log.splitlines() if "peers seen: " in line]
+        for line in listed:
+            assert all(line.count(f"{h.address} (") <= 1 for h in net.hosts), line
     finally:
         for peer in peers:
             if peer.proc.poll() is None:

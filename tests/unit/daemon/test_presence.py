@@ -83,3 +83,21 @@ def test_this_node_s_advert_goes_through_the_view_holder_and_then_out():
     (view,) = told
     assert view.me.phase is Phase.RUNNING and view.me.round == 2 and view.me.coordinator == "10.0.0.9:7000"
     assert updates == [view.me]
+
+
+def test_a_suspected_peer_s_own_signed_request_makes_it_a_candidate_again_and_says_so(caplog):
+    """A coordinator asks its quiet peers again (core.heard): its vouched request reaches a
+    peer that suspects it before that peer's own ask is answered, and is said alike."""
+    async def scenario() -> PeerView:
+        node, views, _ = presence([])
+        node.on_discovery(Seen(LOW))
+        views.update(views.view.confirm(LOW).suspect(LOW.node_id, float("inf")))
+        node.on_discovery(Hinted(LOW))  # not vouched: proves nothing
+        assert views.view.is_suspected(LOW.node_id, 0.0)
+        node.on_discovery(Hinted(LOW, vouched=True))
+        return views.view
+
+    with caplog.at_level("INFO", logger="rendezvous.daemon.presence"):
+        view = asyncio.run(scenario())
+    assert not view.is_suspected(LOW.node_id, 0.0)
+    assert caplog.text.count(f"{LOW.peer.describe()} answers again: it is a candidate again") == 1, caplog.text

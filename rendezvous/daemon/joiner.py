@@ -159,6 +159,8 @@ class Joiner:
         this stream's part (Start, Rejoin, RoundEnd: returned) or the round (Fail: raised)."""
         async with aclosing(events):
             async for event in events:
+                if isinstance(event, machine.Lost):  # a failed try to reach the coordinator
+                    self._views.miss(*vouched(self.state))
                 step = machine.step(self.state, event, time.monotonic())
                 self.state, action = step.state, step.action
                 if isinstance(action, machine.Confirm):
@@ -193,13 +195,11 @@ class Joiner:
         await asyncio.wait({join}, timeout=self.state.liveness_timeout)
         if not join.done():
             join.cancel()
-            self._views.miss(*vouched(self.state))  # a failed try to reach it, as a lost stream
             yield machine.Lost(f"{session.endpoint} did not take the join within {self.state.liveness_timeout:g} s")
             return
         try:
             join.result()
         except SessionLost as exc:
-            self._views.miss(*vouched(self.state))
             yield machine.Lost(str(exc))
             return
         async with aclosing(self._events(session)) as events:
@@ -245,7 +245,6 @@ class Joiner:
                         yield machine.Untrusted(str(exc))
                         return
                     except SessionLost as exc:
-                        self._views.miss(*vouched(self.state))
                         yield machine.Lost(str(exc))
                         return
                     listening = listening.heard()
@@ -253,7 +252,6 @@ class Joiner:
                     receive = asyncio.ensure_future(session.receive())
                 lost = listening.silent(self.state)
                 if lost is not None:
-                    self._views.miss(*vouched(self.state))
                     yield lost
                     return
                 if exited is not None and exited.done() and not exited.cancelled():

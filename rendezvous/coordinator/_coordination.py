@@ -42,6 +42,7 @@ class Coordination:
         self._waiting_due: Optional[asyncio.TimerHandle] = None
         # `rendezvous stop` ended the job: every later Join is answered with the stop.
         self.stopped: Optional[StopOrder] = None
+        self.stop_taken = asyncio.Event()  # set with `stopped`, for this node's own member
         self.stopped_between_rounds = False
         self.watchdog = Watchdog(self)
 
@@ -155,6 +156,7 @@ class Coordination:
         log.warning("job %r: stop asked by %s in round %d (%s): ending it on %d members, no restart",
                     state.job, order.describe(), state.number, state.phase.value, len(self.outboxes))
         self.stopped = order
+        self.stop_taken.set()
         # Between two rounds, the members are on their way back: they learn of the stop on rejoining.
         self.stopped_between_rounds = state.phase is RoundPhase.ABORTED and not state.final
         if self._waiting_due is not None:

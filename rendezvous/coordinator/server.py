@@ -27,6 +27,7 @@ from ..core.peer import Peer
 from ..core.round import Policy, Round
 from ..core.size import Size
 from ..core.status import NodeStatus
+from ..core.stopping import StopOrder
 from ..core.view import Target
 from ..host.ports import check_port_free
 from ..v1 import rendezvous_pb2 as pb
@@ -95,6 +96,12 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
     def stopped_between_rounds(self) -> bool:
         """`rendezvous stop` came while the members were on their way to the next round."""
         return self._c.stopped_between_rounds
+
+    async def stop_taken(self) -> StopOrder:
+        """Once this node, as the coordinator, took a `rendezvous stop`: its order."""
+        await self._c.stop_taken.wait()
+        assert self._c.stopped is not None
+        return self._c.stopped
 
     @property
     def heartbeat_interval(self) -> float:

@@ -209,7 +209,7 @@ class Node:
             self._report()  # the preflight may have refused the round; an abort shows as such
             if end.stop is not None:
                 await self._stopped(joiner, end.stop)
-            code = await self.launcher.stop(self.config.stop_grace if end.completed else self.config.abort_grace)
+            code = await self._end_command(joiner, end)
             await joiner.close()
             played = joiner.state.round or number
             if end.completed:
@@ -229,6 +229,26 @@ class Node:
             log.warning("round %d ended: %s; round %d starts", played, end.reason, played + 1)
             number = played + 1
             self._next_round(number)
+
+    async def _end_command(self, joiner: Joiner, end: RoundEnd) -> int:
+        """SIGTERM to the round's command, SIGKILL after --stop-grace (--abort-grace when the
+        round failed); its exit code. A `rendezvous stop` that this node takes as the
+        coordinator meanwhile ends the job here too, at once, with the stop's grace: the
+        members back for the next round have been told already."""
+        if end.completed:
+            return await self.launcher.stop(self.config.stop_grace)
+        ending = asyncio.ensure_future(self.launcher.stop(self.config.abort_grace))
+        taken = asyncio.ensure_future(self._endpoint.service.stop_taken())
+        try:
+            await asyncio.wait((ending, taken), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            taken.cancel()
+        if not ending.done() and not taken.cancelled() and taken.done():
+            try:
+                await self._stopped(joiner, taken.result())
+            finally:
+                ending.cancel()
+        return await ending
 
     async def _stopped(self, joiner: Joiner, order: StopOrder) -> NoReturn:
         """`rendezvous stop` ended the job: the command gets the stop's grace (or this node's

@@ -150,10 +150,11 @@ def test_a_stop_while_the_job_is_forming_ends_the_peers_joined_so_far(make_netwo
 def test_a_stop_during_a_restart_round_ends_every_member(make_network, tmp_path):
     """Rank 1's command fails: the round is aborted. The coordinator's own command ignores
     SIGTERM, so the others come back for round 2 while it is still ending its command (its
-    --abort-grace): the stop comes then, and reaches the coordinator's own member too when it
-    comes back."""
+    --abort-grace, longer than this test waits): the stop comes then, and ends the
+    coordinator's own member too, with the stop's grace instead of the abort's."""
     net = make_network(4)
-    job, peers = start_job(net, tmp_path, options=["--abort-grace", "4"], mode="fail-rank-1:1", stubborn=0)
+    job, peers = start_job(net, tmp_path, options=["--abort-grace", str(3 * HANG)], mode="fail-rank-1:1",
+                           stubborn=0)
     asker = net.hosts[3]
 
     def back_for_round_two():
@@ -162,7 +163,9 @@ def test_a_stop_during_a_restart_round_ends_every_member(make_network, tmp_path)
         return view.get("round") == 2 and view.get("phase") == "gathering"
 
     wait_until(back_for_round_two, "the members back for round 2")
-    result = rendezvous(asker, "stop", "--job", job, "--reason", "between rounds", "--json", "--timeout", str(HANG))
+    result = rendezvous(asker, "stop", "--job", job, "--reason", "between rounds", "--json",
+                        "--stop-grace", str(STOP_GRACE), "--timeout", str(HANG))
     assert result.returncode == 0, result.stderr
     assert len(json.loads(result.stdout)["members"]) == 3, result.stdout  # the coordinator's own member too
     assert_stopped(peers, asker.address, "between rounds", tmp_path, failed_before=True)
+    assert "SIGKILL after 1.5 s" in peers[0].log and "its command ended with 137" in peers[0].log, peers[0].log

@@ -15,6 +15,8 @@ unanswered for `hedge` seconds, the adverts above are asked beside it, keeping o
 it. Hundreds of adverts forged below every real node (each asked in turn until its call
 times out) would otherwise keep a coordinating node from ever asking its real peers, whose
 answers and whose own requests (StatusRequest.caller) are what lets each find the other.
+For the same reason the one-at-a-time never holds more than half of the places: a peer
+heard after the forged adverts filled them is asked as soon as one of them times out.
 """
 
 from __future__ import annotations
@@ -50,9 +52,11 @@ def choose_asks(
     if not electable:
         return Asks(tuple(a for a in wanted if a.node_id not in asking)[: max(0, free)], None)
     started = [asking[a.node_id] for a in electable if a.node_id in asking]
+    room = max(1, limit // 2) - len(started)  # places the one at a time may still take
     others = [a for a in wanted if a not in electable and a.node_id not in asking]
     slow_at = min(started) + hedge if started and others else None  # when the one at a time counts as slow
-    extra = tuple(others[: max(0, free - 1)]) if slow_at is not None and slow_at <= now else ()
+    kept = 1 if room > 0 else 0  # one place kept for the one at a time, while it may take one
+    extra = tuple(others[: max(0, free - kept)]) if slow_at is not None and slow_at <= now else ()
     free -= len(extra)
     later = slow_at if slow_at is not None and slow_at > now else None
     waiting = [a for a in electable if a.node_id not in asking]
@@ -61,7 +65,7 @@ def choose_asks(
     due = max(started) + hedge if started else now
     if due > now:
         return Asks(extra, _first(due, later))
-    if free <= 0:
+    if free <= 0 or room <= 0:
         return Asks(extra, later)  # a finished ask chooses again
     return Asks(extra + (waiting[0],), _first(now + hedge if len(waiting) > 1 else None, later))
 

@@ -146,3 +146,32 @@ def test_forged_adverts_are_hints_that_stop_nothing(make_network, tmp_path):
         adverts.kill()
         adverts.wait()
     assert_consistent(records(out), [h.address for h in honest])
+
+
+def test_with_a_token_hundreds_of_forged_adverts_below_every_host_do_not_keep_a_late_node_out(make_network, tmp_path):
+    """300 adverts marked as wanting the token, at unused addresses below every host, and the
+    third node starting long after the first two: each is asked in turn and never answers
+    before its call times out, yet the coordinator keeps places to ask the late node (its
+    signed request is how the late node learns of the coordinator) and the job forms."""
+    net = make_network(4)
+    job = f"n-{secrets.token_hex(4)}"
+    out = tmp_path / "out"
+    out.mkdir()
+    token = token_file(tmp_path, "token", secrets.token_hex(32))
+    forger, *honest = net.hosts
+    adverts = forger.popen([sys.executable, str(SUPPORT / "forge_adverts.py"), job, forger.address, "300", "auth"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert adverts.stdout.readline().strip() == "advertised"
+        options = ["--token-file", token, "--timeout", str(HANG)]
+        peers = [start_peer(join_argv(3, job, out, options=options), tmp_path, host.name, popen=host.popen)
+                 for host in honest[:2]]
+        time.sleep(15)  # the first two have asked the forged adverts and backed off from them
+        peers.append(start_peer(join_argv(3, job, out, options=options), tmp_path, honest[2].name,
+                                popen=honest[2].popen))
+        for peer in peers:
+            assert peer.wait() == 0, peer.log
+    finally:
+        adverts.kill()
+        adverts.wait()
+    assert_consistent(records(out), [h.address for h in honest])

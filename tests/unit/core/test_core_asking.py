@@ -78,8 +78,23 @@ def test_a_slow_one_at_a_time_lets_the_peers_above_be_asked_beside_it():
     # peers above are asked too, one place kept for the one at a time
     asking = {BELOW[0].node_id: 9.0}
     assert choose(BELOW + ABOVE, asking=asking, now=9.0 + HEDGE) == Asks(tuple(ABOVE) + (BELOW[1],), 9.0 + 2 * HEDGE)
-    assert choose(BELOW + ABOVE, asking=asking, now=9.0 + HEDGE, limit=3).start == (ABOVE[0], BELOW[1])
-    assert choose(BELOW + ABOVE, asking=asking, now=9.0 + HEDGE, limit=2).start == (BELOW[1],)
+    assert choose(BELOW + ABOVE, asking=asking, now=9.0 + HEDGE, limit=4).start == (ABOVE[0], ABOVE[1], BELOW[1])
+    # the one at a time holds half of the places at most: with 3, one
+    assert choose(BELOW + ABOVE, asking=asking, now=9.0 + HEDGE, limit=3).start == (ABOVE[0], ABOVE[1])
+    assert choose(BELOW + ABOVE, asking=asking, now=9.0 + HEDGE, limit=2).start == (ABOVE[0],)
+
+
+def test_a_peer_heard_after_the_one_at_a_time_took_half_of_the_places_gets_the_others():
+    # hundreds of adverts forged below, each asked in turn after the hedge, none answering
+    # before its call times out; then a real peer above is heard
+    forged = [advert(n) for n in range(1, 40)]
+    asking = {a.node_id: 9.0 + i * HEDGE for i, a in enumerate(forged[: LIMIT // 2])}
+    now = 9.0 + LIMIT * HEDGE
+    assert choose(forged, asking=asking, now=now) == Asks((), None)  # no more of them: half of the places
+    assert choose(forged + ABOVE, asking=asking, now=now) == Asks(tuple(ABOVE), None)
+    # and a place a forged ask frees goes to the peers above first
+    full = {**asking, **{f"other{i}": 9.0 for i in range(LIMIT - LIMIT // 2 - 1)}}
+    assert choose(forged + ABOVE, asking=full, now=now).start == (ABOVE[0],)
 
 
 def test_peers_below_the_target_count_when_another_node_is_the_target():
@@ -114,11 +129,15 @@ def test_never_more_than_the_limit_and_never_twice(wanted_octets, data, now):
     if electable:
         waiting = [a for a in electable if a.node_id not in asking]
         chain = [a for a in asks.start if a in electable]
+        chained = [a for a in electable if a.node_id in asking]
         assert len(chain) <= 1
         assert not chain or chain[0] == waiting[0]
-        # the peers above only beside a one-at-a-time unanswered for the hedge, one place kept for it
+        assert not chain or len(chained) < max(1, limit // 2)  # half of the places at most
+        # the peers above only beside a one-at-a-time unanswered for the hedge, one place kept
+        # for it while it may take one
         if len(chain) < len(asks.start):
-            assert any(asking[a.node_id] + HEDGE <= now for a in electable if a.node_id in asking)
-            assert len(asks.start) - len(chain) <= max(0, limit - len(asking) - 1)
+            assert any(asking[a.node_id] + HEDGE <= now for a in chained)
+            kept = 1 if len(chained) < max(1, limit // 2) else 0
+            assert len(asks.start) - len(chain) <= max(0, limit - len(asking) - kept)
     if asks.wake is not None:
         assert asks.wake > now or asks.start

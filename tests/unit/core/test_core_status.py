@@ -92,6 +92,17 @@ def test_progress_line_neither_counts_nor_elects_unreachable_peers():
     )
 
 
+def test_progress_line_names_a_dozen_peers_and_counts_the_rest():
+    # hundreds of adverts (forged ones flooding mDNS), most of them asked and silent
+    many = [Peer(f"{i:012x}", ipaddress.ip_address(f"10.0.1.{i}"), 4000, 4001) for i in range(1, 201)]
+    line = progress_line(status(seen=(A, B, *many[:20]), unreachable=tuple(many[20:]), following=B))
+    assert line.startswith("job 'resnet': 22/2 peers seen: 10.0.0.9 (aaaaaaaaaaaa), ")
+    assert line.count("(0000") == 10  # twelve named: A, the coordinator and ten of the others
+    assert "10.0.0.10 (bbbbbbbbbbbb) [coordinator]" in line
+    assert line.endswith(", and 190 more (180 unreachable)")
+    assert len(line) < 600
+
+
 def test_progress_line_names_the_coordinator():
     assert progress_line(status(seen=(B, A))) == (
         "job 'resnet': 2/2 peers seen: 10.0.0.9 (aaaaaaaaaaaa) [coordinator], 10.0.0.10 (bbbbbbbbbbbb)"

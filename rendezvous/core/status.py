@@ -8,7 +8,7 @@ holds durations, never clock readings, so everything here is a pure function of 
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from .advert import Advert, Phase
 from .failure import Failure, failure_to_dict
@@ -19,7 +19,6 @@ from .progress import Progress, describe, progress_to_dict
 from .record import field, record
 from .size import Size
 from .tf_config import Membership, build_tf_config
-from .view import describe_progress
 
 
 @record
@@ -145,6 +144,41 @@ def _doing(status: NodeStatus) -> str:
     return f"round {status.round}, {doing}"
 
 
+#: How many peers a progress line names at most.
+PROGRESS_LISTED = 12
+
+
+def describe_progress(
+    job: str,
+    expect: Size,
+    peers: Sequence[Peer],
+    coordinator: Optional[Peer] = None,
+    unreachable: Sequence[Peer] = (),
+) -> str:
+    """`job 'x': 2/3 peers seen: 10.0.0.9 (...) [coordinator], 10.0.0.10 (...)`.
+
+    `peers` are the live ones; `unreachable` ones are listed after them, marked and not
+    counted. `coordinator` is the one this node follows, marked wherever it is. At most
+    `PROGRESS_LISTED` are named (the coordinator always), the rest counted: `and 290 more
+    (287 unreachable)`, so that hundreds of adverts (a flood of forged ones) make no
+    line of kilobytes at each change."""
+
+    def name(p: Peer) -> str:
+        mark = " [coordinator]" if p == coordinator else " [unreachable]" if p in unreachable else ""
+        return p.describe() + mark
+
+    listed = sorted(peers) + sorted({p for p in unreachable if p not in peers})
+    named = listed[:PROGRESS_LISTED]
+    if coordinator in listed and coordinator not in named:
+        named[-1] = coordinator
+    line = f"job {job!r}: {expect.progress(len(peers))} peers seen: " + ", ".join(map(name, named))
+    rest = [p for p in listed if p not in named]
+    if rest:
+        down = sum(p not in peers for p in rest)
+        line += f", and {len(rest)} more" + (f" ({down} unreachable)" if down else "")
+    return line
+
+
 def progress_line(status: NodeStatus) -> str:
     """Who has been seen while waiting: `job 'x': 2/3 peers seen: 10.0.0.9 (...) [coordinator], ...`;
     once the preflight has spoken, what it said: `preflight: 10.0.0.12 has 4 GPUs, the others 8`."""
@@ -211,6 +245,9 @@ def describe_status(status: NodeStatus, daemon_pid: Optional[int] = None) -> str
     if status.silent:
         rows.append(("silent", ", ".join(f"{p.describe()}, heard {format_duration(age)} ago"
                                           for p, age in status.silent)))
+    if status.unreachable:
+        rows.append(("unreachable", ", ".join(p.describe() for p in status.unreachable)
+                     + ": left out of the election until it answers"))
     if status.fingerprint is not None:
         rows.append(("environment", status.fingerprint.describe()))
     if status.membership is not None and status.fingerprint is not None:
@@ -280,6 +317,7 @@ def status_to_dict(status: NodeStatus) -> dict[str, Any]:
         ],
         "seen": [peer_to_dict(p) for p in status.seen],
         "silent": [{**peer_to_dict(p), "heard_seconds_ago": round(age, 1)} for p, age in status.silent],
+        "unreachable": [peer_to_dict(p) for p in status.unreachable],
         "tf_config": status.tf_config,
         "trainer_pid": status.trainer_pid,
         "trainer_uptime_seconds": status.trainer_uptime,

@@ -12,7 +12,7 @@ look the same: what this node says while it waits names that endpoint (`describe
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Iterator, Mapping, Optional, Sequence, TypeVar, Union
+from typing import Iterator, Mapping, Optional, TypeVar, Union
 
 from .advert import Advert, Phase
 from .family import Family, choose_family
@@ -416,38 +416,3 @@ def _at(adverts: Mapping[str, Advert], endpoint: str) -> set[str]:
 
 def _without(mapping: Mapping[str, T], key: str) -> dict[str, T]:
     return {k: v for k, v in mapping.items() if k != key}
-
-
-#: How many peers a progress line names at most.
-PROGRESS_LISTED = 12
-
-
-def describe_progress(
-    job: str,
-    expect: Size,
-    peers: Sequence[Peer],
-    coordinator: Optional[Peer] = None,
-    unreachable: Sequence[Peer] = (),
-) -> str:
-    """`job 'x': 2/3 peers seen: 10.0.0.9 (...) [coordinator], 10.0.0.10 (...)`.
-
-    `peers` are the live ones; `unreachable` ones are listed after them, marked and not
-    counted. `coordinator` is the one this node follows, marked wherever it is. At most
-    `PROGRESS_LISTED` are named (the coordinator always), the rest counted: `and 290 more
-    (287 unreachable)`, so that hundreds of adverts (a flood of forged ones) make no
-    line of kilobytes at each change."""
-
-    def name(p: Peer) -> str:
-        mark = " [coordinator]" if p == coordinator else " [unreachable]" if p in unreachable else ""
-        return p.describe() + mark
-
-    listed = sorted(peers) + sorted({p for p in unreachable if p not in peers})
-    named = listed[:PROGRESS_LISTED]
-    if coordinator in listed and coordinator not in named:
-        named[-1] = coordinator
-    line = f"job {job!r}: {expect.progress(len(peers))} peers seen: " + ", ".join(map(name, named))
-    rest = [p for p in listed if p not in named]
-    if rest:
-        down = sum(p not in peers for p in rest)
-        line += f", and {len(rest)} more" + (f" ({down} unreachable)" if down else "")
-    return line

@@ -52,5 +52,9 @@ def test_a_peer_both_suspected_and_silent_is_shown_once_as_silent():
     text = describe_status(status)
     assert text.count("10.0.0.1") == 1 and "silent" in text, text
     assert [p["address"] for p in status_to_dict(status)["silent"]] == ["10.0.0.1"]
+    # the suspected peer not silent yet: marked in every form too
+    assert "unreachable  10.0.0.2 (cccccccc): left out of the election until it answers" in text, text
+    assert [p["address"] for p in status_to_dict(status)["unreachable"]] == ["10.0.0.2"]
+    assert status_to_dict(cut_off())["unreachable"] == [] and "unreachable" not in describe_status(cut_off())
     back = _wire.status_from_pb(_wire.status_to_pb(status))
     assert back.silent == status.silent and back.seen == (ME,)

@@ -8,7 +8,8 @@ import ipaddress
 from rendezvous.core.advert import Advert, Phase
 from rendezvous.core.peer import Peer
 from rendezvous.core.size import Size
-from rendezvous.core.view import PeerView, describe_progress, describe_shared
+from rendezvous.core.status import describe_progress
+from rendezvous.core.view import PeerView, describe_shared
 
 ip = ipaddress.ip_address
 

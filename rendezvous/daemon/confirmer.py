@@ -144,10 +144,7 @@ class Confirmer:
         self._backoff.pop(node_id, None)
         self._next_ask[node_id] = asyncio.get_running_loop().time() + self._interval
         if status.node == advert.peer and status.job == view.me.job:
-            # Suspected as the answer comes, not as the ask went: a coordinator gone quiet is
-            # asked before it is suspected (`_stale`), and may answer only after.
-            if node_id in self._views.view.unreachable:
-                log.info("%s answers again: it is a candidate again", advert.peer.describe())
+            # A suspected peer that answers is a candidate again (`ViewHolder.update` says so).
             self._views.hear(node_id)
             self._views.update(self._views.view.confirm(status.as_advert(auth=advert.auth)))
         elif status.job == view.me.job and status.node.node_id != node_id:

@@ -57,11 +57,6 @@ class Presence:
         if view is not before or not isinstance(event, Hinted):
             self._name_left_out(view.family)
             self._views.update(self._switch_family(view))
-        if isinstance(event, Hinted) and event.vouched and event.advert.node_id in before.unreachable \
-                and event.advert.node_id not in view.unreachable:
-            # Its own signed request proves it as its Status answer would (a coordinator asks
-            # its quiet peers, core.heard): said as the confirmer says it.
-            log.info("%s answers again: it is a candidate again", event.advert.peer.describe())
         if not isinstance(event, Gone) and event.advert.node_id in view.others:
             self._views.hear(event.advert.node_id)  # an advert, even one repeated, is a sign of life
 

@@ -51,7 +51,11 @@ class ViewHolder:
 
     def update(self, view: PeerView) -> None:
         """Take the new view, and tell the listeners about it (see the module's doc)."""
-        self._view = view
+        before, self._view = self._view, view
+        for node_id in before.unreachable.keys() - view.unreachable.keys():
+            if node_id in view.others and node_id in view.confirmed:
+                # Suspected, then confirmed: by its Status answer or its own signed request.
+                log.info("%s answers again: it is a candidate again", view.others[node_id].peer.describe())
         self.heard = self.heard.only(a.node_id for a in view.adverts)
         if self._told < VIEW_BURST:
             self._tell()

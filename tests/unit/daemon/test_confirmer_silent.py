@@ -70,7 +70,7 @@ def test_a_coordinator_suspected_while_asked_again_answers_again_as_a_candidate(
         confirmer.close()
         assert not views.view.is_suspected(LOW.node_id, loop.time())
 
-    with caplog.at_level("INFO", logger="rendezvous.daemon.confirmer"):
+    with caplog.at_level("INFO", logger="rendezvous.daemon.viewholder"):
         asyncio.run(scenario())
     assert f"{LOW.peer.describe()} answers again: it is a candidate again" in caplog.text, caplog.text
 

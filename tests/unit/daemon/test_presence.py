@@ -97,7 +97,7 @@ def test_a_suspected_peer_s_own_signed_request_makes_it_a_candidate_again_and_sa
         node.on_discovery(Hinted(LOW, vouched=True))
         return views.view
 
-    with caplog.at_level("INFO", logger="rendezvous.daemon.presence"):
+    with caplog.at_level("INFO", logger="rendezvous.daemon.viewholder"):
         view = asyncio.run(scenario())
     assert not view.is_suspected(LOW.node_id, 0.0)
     assert caplog.text.count(f"{LOW.peer.describe()} answers again: it is a candidate again") == 1, caplog.text

@@ -4,9 +4,14 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import math
 
 from rendezvous.config.timings import Timings
+from rendezvous.core.advert import Advert
+from rendezvous.core.peer import Peer
+from rendezvous.core.size import Size
+from rendezvous.core.view import PeerView
 from rendezvous.daemon.viewholder import VIEW_BURST, ViewHolder
 
 VIEW_SETTLE = Timings().view_settle
@@ -14,6 +19,7 @@ VIEW_SETTLE = Timings().view_settle
 
 class FakeView:
     adverts: list = []  # nobody heard of: the record of who was heard stays empty
+    unreachable: dict = {}  # nobody suspected
 
     def __init__(self, n: int) -> None:
         self.n = n
@@ -141,3 +147,26 @@ def test_distrust_leaves_a_peer_out_once_and_says_so_once(caplog):
         views, told = asyncio.run(scenario())
     assert views.view.distrusted == {"bbbbbbbb"} and told == 1
     assert caplog.text.count("authentication with peer bbbbbbbb") == 1
+
+
+def test_a_suspected_peer_confirmed_again_is_said_once_and_one_that_left_is_not(caplog):
+    def advert(last: int) -> Advert:
+        peer = Peer(f"{last:012x}", ipaddress.ip_address(f"10.0.0.{last}"), 7000, 9000)
+        return Advert(peer=peer, job="j", expect=Size.fixed(3))
+
+    me, low, other = advert(5), advert(1), advert(2)
+
+    async def main() -> None:
+        views = ViewHolder(PeerView(me), VIEW_SETTLE)
+        for a in (low, other):
+            views.update(views.view.seen(a).confirm(a))
+        views.update(views.view.suspect(low.node_id, until=math.inf).suspect(other.node_id, until=math.inf))
+        with caplog.at_level("INFO", logger="rendezvous.daemon.viewholder"):
+            views.update(views.view.confirm(low))
+            views.update(views.view.confirm(low))
+            views.update(views.view.gone(other.node_id))
+        views.close()
+
+    asyncio.run(main())
+    assert caplog.text.count("answers again") == 1, caplog.text
+    assert f"{low.peer.describe()} answers again: it is a candidate again" in caplog.text

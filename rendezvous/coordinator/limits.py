@@ -13,7 +13,10 @@ a connection (a descriptor), a call (memory in gRPC and a task here) or both. So
 * calls: at most MAX_CALLS_PER_SOURCE open calls from one address, of every RPC, and a
   unary request must arrive whole within the handshake time. gRPC only runs a unary
   method once its request has arrived, so such calls are served as streams here: they are
-  counted, and timed, from the moment they open;
+  counted, and timed, from the moment they open. Of the calls waiting for their request,
+  at most MAX_WAITING: when they are that many, a new call ends the one that has waited
+  longest, not itself, so that calls held open from many addresses cannot keep an honest
+  one, whose request comes at once, from being served;
 * memory: headers and messages are bounded in size, and once a burst of calls is over the
   C allocator is asked to give freed memory back (`trim_memory`), which glibc otherwise
   keeps in its arenas.
@@ -39,7 +42,8 @@ log = logging.getLogger(__name__)
 # short calls, a host runs a few nodes. (Join streams have their own, lower cap.)
 MAX_CALLS_PER_SOURCE = 128
 # Unary calls waiting for their request at most, from all addresses: an honest request
-# arrives in one packet, so this many waiting means someone holds them.
+# arrives in one packet, so this many waiting means someone holds them, and a new call
+# ends the one that has waited longest.
 MAX_WAITING = 1024
 # Descriptors kept free of connections: the node's own files, channels and the command's pipes.
 FD_RESERVE = 256
@@ -143,6 +147,30 @@ def source_of(peer: str) -> str:
         return peer
 
 
+class _Wait:
+    """A unary call waiting for its request, ended (its task cancelled) when its time is up
+    or a newer call needs its place; `why` says which, as the abort's code and details."""
+
+    DEADLINE = (grpc.StatusCode.DEADLINE_EXCEEDED, "the request did not arrive in time")
+    ROOM = (grpc.StatusCode.RESOURCE_EXHAUSTED, "too many calls waiting for their request: this one waited longest")
+
+    __slots__ = ("task", "why")
+
+    def __init__(self, task: Optional[asyncio.Task]) -> None:
+        self.task = task
+        self.why: Optional[tuple[grpc.StatusCode, str]] = None
+
+    def end(self, why: tuple[grpc.StatusCode, str]) -> None:
+        if self.why is None and self.task is not None:
+            self.why = why
+            self.task.cancel()
+
+    def uncancel(self) -> None:
+        """The cancellation was this one's, and is handled: a later await runs normally."""
+        if self.task is not None and hasattr(self.task, "uncancel"):  # Python 3.11+
+            self.task.uncancel()
+
+
 class CallLimits(grpc.aio.ServerInterceptor):
     """Counts open calls per source address and refuses those over MAX_CALLS_PER_SOURCE with
     RESOURCE_EXHAUSTED; serves unary requests as streams so that a request that never
@@ -152,7 +180,7 @@ class CallLimits(grpc.aio.ServerInterceptor):
         self._handshake = handshake
         self.open: Counter[str] = Counter()  # open calls by source address
         self._total = 0
-        self.waiting = 0  # unary calls whose request has not arrived
+        self._waiting: dict[_Wait, None] = {}  # unary calls whose request has not arrived, oldest first
         self.refused = 0
         self._calls = 0  # calls since the last trim, refused ones included
         self._trim: Optional[asyncio.TimerHandle] = None
@@ -235,18 +263,32 @@ class CallLimits(grpc.aio.ServerInterceptor):
             every = self._handshake if rss - after > TRIM_GROWTH // 4 else min(2 * every, 16 * self._handshake)
         asyncio.get_running_loop().call_later(every, self.watch_memory, every)
 
+    @property
+    def waiting(self) -> int:
+        """Unary calls waiting for their request."""
+        return len(self._waiting)
+
     async def _request(self, context: grpc.aio.ServicerContext) -> Any:
-        """The one request of a unary call, within the handshake time."""
-        if self.waiting >= MAX_WAITING:
+        """The one request of a unary call, within the handshake time; the call that has
+        waited longest is ended if MAX_WAITING wait already."""
+        if len(self._waiting) >= MAX_WAITING:
             self._refuse()
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "too many calls waiting for their request")
-        self.waiting += 1
+            oldest = next(iter(self._waiting))
+            del self._waiting[oldest]
+            oldest.end(_Wait.ROOM)
+        wait = _Wait(asyncio.current_task())
+        self._waiting[wait] = None
+        timer = asyncio.get_running_loop().call_later(self._handshake, wait.end, _Wait.DEADLINE)
         try:
-            request = await asyncio.wait_for(context.read(), self._handshake)
-        except asyncio.TimeoutError:
-            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "the request did not arrive in time")
+            request = await context.read()
+        except asyncio.CancelledError:
+            if wait.why is None:
+                raise  # cancelled from elsewhere: the call ends
+            wait.uncancel()
+            await context.abort(*wait.why)
         finally:
-            self.waiting -= 1
+            timer.cancel()
+            self._waiting.pop(wait, None)
         if request is grpc.aio.EOF:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no request")
         return request

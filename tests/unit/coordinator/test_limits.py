@@ -115,6 +115,36 @@ def test_calls_over_the_cap_of_one_address_are_refused_and_a_call_after_them_is_
     asyncio.run(main())
 
 
+def test_when_as_many_calls_wait_as_allowed_a_new_one_ends_the_oldest_and_is_served(monkeypatch):
+    """Calls held open from many addresses fill the calls waiting for their request: an
+    honest call, whose request comes at once, is served, and the call held longest ends."""
+    monkeypatch.setattr(limits, "MAX_WAITING", 4)
+
+    async def main():
+        server, me, _ = await start()
+        try:
+            async with channel(me) as ch:
+                held = []
+                for _ in range(limits.MAX_WAITING):
+                    held.append(asyncio.ensure_future(held_call(ch, timeout=40 * TIMINGS.handshake)))
+                    await asyncio.sleep(0.05)  # opened one after another: the first is the oldest
+                status = ch.unary_unary(STATUS, request_serializer=bytes, response_deserializer=pb.StatusResponse.FromString)
+                answer = await status(pb.StatusRequest().SerializeToString(), timeout=40 * TIMINGS.handshake)
+                assert answer.self.node_id == me.node_id
+                codes = []
+                for call in held:
+                    with pytest.raises(grpc.aio.AioRpcError) as failed:
+                        await call
+                    codes.append((failed.value.code(), failed.value.details()))
+            assert codes[0] == (grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                "too many calls waiting for their request: this one waited longest"), codes
+            assert [code for code, _ in codes[1:]] == [grpc.StatusCode.DEADLINE_EXCEEDED] * 3, codes
+        finally:
+            await server.stop(None)
+
+    asyncio.run(main())
+
+
 def test_the_server_raises_the_descriptor_limit_to_the_hard_limit_and_caps_connections_below_it():
     code = (
         "import resource\n"

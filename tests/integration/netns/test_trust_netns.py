@@ -3,6 +3,7 @@ form it; a host without it, or with another one, is refused and never runs its c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -123,6 +125,19 @@ def test_a_stolen_identity_or_a_replayed_exchange_from_another_host_is_refused(m
     assert_consistent(records(out), [first.address, second.address])
 
 
+@contextlib.contextmanager
+def forged_adverts(forger, job: str, *how: str) -> Iterator[None]:
+    """tests/support/forge_adverts.py on `forger` (`how`: its COUNT and auth), until the block ends."""
+    adverts = forger.popen([sys.executable, str(SUPPORT / "forge_adverts.py"), job, forger.address, *how],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert adverts.stdout.readline().strip() == "advertised"
+        yield
+    finally:
+        adverts.kill()
+        adverts.wait()
+
+
 def test_forged_adverts_are_hints_that_stop_nothing(make_network, tmp_path):
     """An advert with --expect 1, one of a running job with a made-up coordinator, and ten
     at unused lower addresses: none is confirmed by a Status over gRPC, so none is acted
@@ -132,19 +147,13 @@ def test_forged_adverts_are_hints_that_stop_nothing(make_network, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     forger, *honest = net.hosts
-    adverts = forger.popen([sys.executable, str(FORGER.with_name("forge_adverts.py")), job, forger.address],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        assert adverts.stdout.readline().strip() == "advertised"
+    with forged_adverts(forger, job):
         peers = []
         for host in honest:  # the first one waits among the forged adverts a while
             peers.append(start_peer(join_argv(2, job, out, options=["--timeout", "25"]), tmp_path, host.name, popen=host.popen))
             time.sleep(4)
         for peer in peers:
             assert peer.wait() == 0, peer.log
-    finally:
-        adverts.kill()
-        adverts.wait()
     assert_consistent(records(out), [h.address for h in honest])
 
 
@@ -159,10 +168,7 @@ def test_with_a_token_hundreds_of_forged_adverts_below_every_host_do_not_keep_a_
     out.mkdir()
     token = token_file(tmp_path, "token", secrets.token_hex(32))
     forger, *honest = net.hosts
-    adverts = forger.popen([sys.executable, str(SUPPORT / "forge_adverts.py"), job, forger.address, "300", "auth"],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        assert adverts.stdout.readline().strip() == "advertised"
+    with forged_adverts(forger, job, "300", "auth"):
         options = ["--token-file", token, "--timeout", str(HANG)]
         peers = [start_peer(join_argv(3, job, out, options=options), tmp_path, host.name, popen=host.popen)
                  for host in honest[:2]]
@@ -171,7 +177,4 @@ def test_with_a_token_hundreds_of_forged_adverts_below_every_host_do_not_keep_a_
                                 popen=honest[2].popen))
         for peer in peers:
             assert peer.wait() == 0, peer.log
-    finally:
-        adverts.kill()
-        adverts.wait()
     assert_consistent(records(out), [h.address for h in honest])

@@ -7,6 +7,7 @@ import asyncio
 import ipaddress
 import resource
 import secrets
+import socket
 import subprocess
 import sys
 
@@ -14,6 +15,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health
 
+import attack
 from rendezvous.config.options import Timings
 from rendezvous.coordinator import CoordinatorService, limits, serve
 from rendezvous.coordinator.client import exchange
@@ -35,9 +37,9 @@ TIMINGS = Timings(handshake=0.5)
 SERVER = "127.0.0.1"
 
 
-async def start(keys=None):
+async def start(keys=None, handshake=TIMINGS.handshake):
     """A node's server with the limits, and its service; Exchange answered by an advert store."""
-    server = limits.new_server(TIMINGS.keepalive, TIMINGS.handshake)
+    server = limits.new_server(TIMINGS.keepalive, handshake)
     port = server.add_insecure_port(f"{SERVER}:0")
     me = Peer(secrets.token_hex(6), ipaddress.ip_address(SERVER), port, port + 1)
     stores = [AdvertStore(10.0)]
@@ -115,31 +117,61 @@ def test_calls_over_the_cap_of_one_address_are_refused_and_a_call_after_them_is_
     asyncio.run(main())
 
 
-def test_when_as_many_calls_wait_as_allowed_a_new_one_ends_the_oldest_and_is_served(monkeypatch):
-    """Calls held open from many addresses fill the calls waiting for their request: an
-    honest call, whose request comes at once, is served, and the call held longest ends."""
+def held_elsewhere(me: Peer, count: int, source: str) -> socket.socket:
+    """`count` Status calls whose request never comes, from another loopback address
+    (tests/support/attack.py's HTTP/2 frames on a socket bound to `source`)."""
+    s = attack._connect(SERVER, me.port, source)
+    assert attack._wait_connected(s), "no connection to the server"
+    s.setblocking(True)
+    s.sendall(attack.PREFACE + b"".join(attack.held_status_frames(2 * i + 1, me.endpoint.encode()) for i in range(count)))
+    return s
+
+
+def test_when_as_many_calls_wait_as_allowed_an_address_over_its_share_is_refused_and_another_gets_in(monkeypatch):
+    """Calls held open from one address fill the calls waiting for their request: an honest
+    call from another address, whose request comes at once, is served (the held address's
+    oldest call ends to make room); calls held from the second address too get in up to its
+    share, and the next one is refused."""
     monkeypatch.setattr(limits, "MAX_WAITING", 4)
+    made = []
+
+    class Recorded(limits.CallLimits):
+        def __init__(self, handshake: float) -> None:
+            super().__init__(handshake)
+            made.append(self)
+
+    monkeypatch.setattr(limits, "CallLimits", Recorded)
+    held_for = 60.0  # the server's handshake time: the held calls outlast the test
 
     async def main():
-        server, me, _ = await start()
+        server, me, _ = await start(handshake=held_for)
+        held = held_elsewhere(me, limits.MAX_WAITING, "127.0.0.5")
         try:
+            deadline = asyncio.get_running_loop().time() + held_for
+            while made[0].waiting < limits.MAX_WAITING:
+                assert asyncio.get_running_loop().time() < deadline, "the held calls never arrived"
+                await asyncio.sleep(0.01)
             async with channel(me) as ch:
-                held = []
-                for _ in range(limits.MAX_WAITING):
-                    held.append(asyncio.ensure_future(held_call(ch, timeout=40 * TIMINGS.handshake)))
-                    await asyncio.sleep(0.05)  # opened one after another: the first is the oldest
                 status = ch.unary_unary(STATUS, request_serializer=bytes, response_deserializer=pb.StatusResponse.FromString)
-                answer = await status(pb.StatusRequest().SerializeToString(), timeout=40 * TIMINGS.handshake)
+                answer = await status(pb.StatusRequest().SerializeToString(), timeout=held_for)
                 assert answer.self.node_id == me.node_id
+                mine = []
+                for _ in range(3):
+                    mine.append(asyncio.ensure_future(held_call(ch, timeout=1.0)))
+                    await asyncio.sleep(0.05)  # in this order
                 codes = []
-                for call in held:
+                for call in mine:
                     with pytest.raises(grpc.aio.AioRpcError) as failed:
                         await call
-                    codes.append((failed.value.code(), failed.value.details()))
-            assert codes[0] == (grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                "too many calls waiting for their request: this one waited longest"), codes
-            assert [code for code, _ in codes[1:]] == [grpc.StatusCode.DEADLINE_EXCEEDED] * 3, codes
+                    codes.append(failed.value.code().name)
+                    if failed.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED:
+                        assert failed.value.details() == "too many calls waiting for their request"
+            # two of the four places for each of the two addresses: the third is refused, the
+            # first two wait until the caller gives up
+            assert codes == ["DEADLINE_EXCEEDED", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED"], codes
+            assert len(made[0]._waiting["127.0.0.5"]) == 2, made[0]._waiting
         finally:
+            held.close()
             await server.stop(None)
 
     asyncio.run(main())

@@ -129,7 +129,7 @@ class JoinSession:
             message = await self._call.read()
         except grpc.aio.AioRpcError as exc:
             lost = Untrusted if exc.code() is grpc.StatusCode.UNAUTHENTICATED else SessionLost
-            raise lost(f"{self.endpoint}: {exc.code().name} {exc.details()}") from None
+            raise lost(f"{self.endpoint}: {_why_ended(exc)}") from None
         if message is grpc.aio.EOF:
             raise SessionLost(f"{self.endpoint} closed the stream")
         try:
@@ -220,6 +220,19 @@ class Unreachable(NoDaemonError):
 class TokenRefused(RequestRefused, StatusUntrusted):
     """A signed request refused, or an answer not signed with the request's token: the two
     sides hold different tokens (`status --job` and `stop` exit with RequestRefused's status)."""
+
+
+# What grpc.aio reports instead of the server's own status when a write fails because
+# the server has just ended the stream (grpc/grpc#36066): the reason is lost on the way.
+_CLOBBERED = (grpc.StatusCode.INTERNAL, "Internal error from Core")
+
+
+def _why_ended(exc: grpc.aio.AioRpcError) -> str:
+    """A Join stream's end as the member says it: the status, or what a status that
+    gRPC replaced with its own internal error means."""
+    if (exc.code(), exc.details()) == _CLOBBERED:
+        return "the coordinator ended the stream (gRPC lost its status: this node was writing to it then)"
+    return f"{exc.code().name} {printable(exc.details() or '')}"
 
 
 async def _ask(endpoint: str, timeout: float, method: str, request: Message):

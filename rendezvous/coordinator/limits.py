@@ -154,7 +154,8 @@ class _Wait:
     or a newer call needs its place; `why` says which, as the abort's code and details."""
 
     DEADLINE = (grpc.StatusCode.DEADLINE_EXCEEDED, "the request did not arrive in time")
-    ROOM = (grpc.StatusCode.RESOURCE_EXHAUSTED, "too many calls waiting for their request: this one waited longest")
+    ROOM = (grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "too many calls waiting for their request: this address holds the most, and this one waited longest")
 
     __slots__ = ("task", "source", "why")
 
@@ -275,7 +276,7 @@ class CallLimits(grpc.aio.ServerInterceptor):
 
     async def _request(self, context: grpc.aio.ServicerContext, source: str) -> Any:
         """The one request of a unary call, within the handshake time. If MAX_WAITING calls
-        wait already, one from an address that holds more than its share of them is
+        wait already, one from an address that holds its share of them (or more) is
         refused, and one from another address ends the oldest of the address that holds
         the most: an honest node's call, whose request comes at once, always gets in."""
         if self._waiting_total >= MAX_WAITING:

@@ -163,18 +163,20 @@ def describe_progress(
     (287 unreachable)`, so that hundreds of adverts (a flood of forged ones) make no
     line of kilobytes at each change."""
 
+    live, gone = set(peers), set(unreachable)  # hundreds of peers: no list searched per peer
+
     def name(p: Peer) -> str:
-        mark = " [coordinator]" if p == coordinator else " [unreachable]" if p in unreachable else ""
+        mark = " [coordinator]" if p == coordinator else " [unreachable]" if p in gone else ""
         return p.describe() + mark
 
-    listed = sorted(peers) + sorted({p for p in unreachable if p not in peers})
+    listed = sorted(peers) + sorted(gone - live)
     named = listed[:PROGRESS_LISTED]
     if coordinator in listed and coordinator not in named:
         named[-1] = coordinator
     line = f"job {job!r}: {expect.progress(len(peers))} peers seen: " + ", ".join(map(name, named))
     rest = [p for p in listed if p not in named]
     if rest:
-        down = sum(p not in peers for p in rest)
+        down = sum(p not in live for p in rest)
         line += f", and {len(rest)} more" + (f" ({down} unreachable)" if down else "")
     return line
 

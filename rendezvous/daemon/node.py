@@ -240,10 +240,10 @@ class Node:
         ending = asyncio.ensure_future(self.launcher.stop(self.config.abort_grace))
         taken = asyncio.ensure_future(self._endpoint.service.stop_taken())
         try:
-            await asyncio.wait((ending, taken), return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait((ending, taken), return_when=asyncio.FIRST_COMPLETED)
         finally:
             taken.cancel()
-        if not ending.done() and not taken.cancelled() and taken.done():
+        if taken in done and ending not in done:
             try:
                 await self._stopped(joiner, taken.result())
             finally:

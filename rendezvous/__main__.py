@@ -4,6 +4,8 @@ import gc
 import os
 import sys
 
+GRPC_SETTINGS = {"GRPC_VERBOSITY": "ERROR", "GRPC_POLL_STRATEGY": "poll"}
+
 
 def main() -> int:
     # asyncio imports ssl, for TLS that nothing in rendezvous speaks through Python (gRPC
@@ -24,13 +26,6 @@ def main() -> int:
     # command's start) and find almost nothing to free. So it is off while they are
     # imported; then they are frozen, never traversed again, and it runs as usual.
     gc.disable()
-    # gRPC's C core logs to stderr on its own, below our logging: a GOAWAY from a peer
-    # ("Got goaway ... ping_timeout") is an INFO line of it, and what it means reaches our
-    # log as the stream's end. Only its errors are printed; the variable is read when gRPC
-    # initialises, and taken away again so the command inherits the environment as it was.
-    quiet_grpc = "GRPC_VERBOSITY" not in os.environ
-    if quiet_grpc:
-        os.environ["GRPC_VERBOSITY"] = "ERROR"
     try:
         if joins and command:
             # Its first round's gate, forked now: a copy of this small, single-threaded
@@ -38,6 +33,19 @@ def main() -> int:
             from .launch.gate import fork_spare
 
             fork_spare()
+        # gRPC's C core reads these from the environment once, as it initialises. They are
+        # set for the daemon's core unless the user set them, and taken away again once read,
+        # so the command inherits the environment as it was:
+        # - GRPC_VERBOSITY: the core logs to stderr on its own, below our logging; a GOAWAY
+        #   from a peer ("Got goaway ... ping_timeout") is an INFO line of it, and what it
+        #   means reaches our log as the stream's end. Only its errors are printed.
+        # - GRPC_POLL_STRATEGY: the default poller (epoll1) keeps the handle of every socket
+        #   it ever watched at once, for reuse, for good: small allocations among each
+        #   connection's buffers that keep their pages resident. 3,000 connections held by
+        #   an attacker left some 15 MB behind once closed (rendezvous.coordinator.limits).
+        #   poll(2) frees a handle with its socket, and a daemon watches a few dozen.
+        grpc_settings = {name: value for name, value in GRPC_SETTINGS.items() if name not in os.environ}
+        os.environ.update(grpc_settings)
         from .cli import deferred
 
         # Imported by protobuf and zeroconf, not used by the daemon (rendezvous.cli.deferred).
@@ -47,10 +55,10 @@ def main() -> int:
 
         if joins:
             from .daemon import node  # noqa: F401  imported by `join` anyway
-        if quiet_grpc:
-            import grpc  # noqa: F401  initialises its core, which reads GRPC_VERBOSITY
+        import grpc  # noqa: F401  initialises its core, which reads the settings
 
-            del os.environ["GRPC_VERBOSITY"]
+        for name in grpc_settings:
+            del os.environ[name]
     finally:
         gc.freeze()
         gc.enable()

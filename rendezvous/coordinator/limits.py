@@ -19,13 +19,15 @@ a connection (a descriptor), a call (memory in gRPC and a task here) or both. So
   address that holds the most, so that calls held open from many addresses cannot keep an
   honest one, whose request comes at once, from being served;
 * memory: headers and messages are bounded in size, and once a burst of calls is over the
-  C allocator is asked to give freed memory back (`trim_memory`), which glibc otherwise
-  keeps in its arenas.
+  cycles they left are collected and the C allocator is asked to give freed memory back
+  (`trim_memory`), which glibc otherwise keeps in its arenas. (gRPC's poller is chosen
+  for the same reason, before gRPC is imported: rendezvous.__main__.)
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import resource
 from collections import Counter
@@ -114,9 +116,15 @@ _libc: Any = None
 
 
 def trim_memory() -> bool:
-    """Give the C heap's free memory back to the system (glibc's malloc_trim); False
-    where there is no such call."""
+    """Free what ended calls left in reference cycles, then give the C heap's free memory
+    back to the system (glibc's malloc_trim); False where there is no such call.
+
+    A call held for seconds outlives the young generations' collections, so the cycles it
+    leaves when it ends (its task, context and aborted exception) wait for a full one,
+    which comes seldom: 50,000 held calls left some 30,000 such objects, and the gRPC
+    calls they hold."""
     global _libc
+    gc.collect()
     if _libc is None:
         import ctypes  # first use only: a daemon that is never attacked needn't load ctypes.util
         import ctypes.util

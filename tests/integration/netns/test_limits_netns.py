@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -93,4 +94,33 @@ def test_idle_connections_and_held_calls_leave_a_seed_that_forms_its_job_and_giv
     peers = [first, *(start_peer(argv, tmp_path, h.name, popen=h.popen) for h in net.hosts[1:3])]
     for peer in peers:
         assert peer.wait() == 0, peer.log
+    assert_consistent(records(out), net.addresses[:3])
+
+
+def test_one_host_holding_more_connections_than_the_seed_takes_does_not_keep_the_job_from_forming(make_network, tmp_path):
+    """gRPC caps connections only in total (8,192 here): 8,500 connections from one host
+    that finish the HTTP/2 handshake and make no call held every place until the idle limit
+    (a minute), and the other nodes could not connect. The seed shuts down those of an
+    address over its share, and the job forms while the attacker still holds its sockets."""
+    net = make_network(4, multicast=False)
+    seed, attacker = net.hosts[0], net.hosts[3]
+    out = tmp_path / "out"
+    out.mkdir()
+    job = f"a-{secrets.token_hex(4)}"
+    argv = join_argv(3, job, out, options=[*FAST, "--peer", seed.address])
+    first = start_peer(argv, tmp_path, seed.name, popen=seed.popen)
+    wait_listening(seed)
+    held_for = 600  # longer than the test: ended by the test once the job has formed
+    flood = attacker.popen([sys.executable, str(ATTACK), "open", f"{seed.address}:{PORT}", "8500", str(held_for)],
+                           stdout=subprocess.PIPE, text=True)
+    try:
+        opened = json.loads(flood.stdout.readline())
+        assert opened == {"opened": 8500}, opened
+        peers = [first, *(start_peer(argv, tmp_path, h.name, popen=h.popen) for h in net.hosts[1:3])]
+        for peer in peers:
+            assert peer.wait() == 0, peer.log
+        assert flood.poll() is None, "the attack ended before the job formed"
+    finally:
+        flood.kill()
+        flood.wait()
     assert_consistent(records(out), net.addresses[:3])

@@ -49,6 +49,26 @@ def rss_mb(pid: int) -> float:
     raise AssertionError(f"no VmRSS for {pid}")
 
 
+def seed_waiting(make_network, tmp_path):
+    """Four hosts without multicast; the first's node waits for a job of 3 that takes it as
+    its seed, its port open; the fourth is the attacker. The network, that node, its argv."""
+    net = make_network(4, multicast=False)
+    seed = net.hosts[0]
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = join_argv(3, f"a-{secrets.token_hex(4)}", out, options=[*FAST, "--peer", seed.address])
+    first = start_peer(argv, tmp_path, seed.name, popen=seed.popen)
+    wait_listening(seed)
+    return net, first, argv
+
+
+def form(net, first, argv, tmp_path) -> None:
+    """The second and third hosts start their nodes; the job forms with the first's."""
+    peers = [first, *(start_peer(argv, tmp_path, h.name, popen=h.popen) for h in net.hosts[1:3])]
+    for peer in peers:
+        assert peer.wait() == 0, peer.log
+
+
 def test_a_flood_of_forged_adverts_at_the_seed_does_not_stop_a_job_that_uses_seeds(make_network, tmp_path):
     """The adverts claim the job at addresses below every host's: taken in, every node would
     ask them one by one before it could elect the real coordinator."""
@@ -69,14 +89,8 @@ def test_a_flood_of_forged_adverts_at_the_seed_does_not_stop_a_job_that_uses_see
 
 
 def test_idle_connections_and_held_calls_leave_a_seed_that_forms_its_job_and_gives_memory_back(make_network, tmp_path):
-    net = make_network(4, multicast=False)
+    net, first, argv = seed_waiting(make_network, tmp_path)
     seed, attacker = net.hosts[0], net.hosts[3]
-    out = tmp_path / "out"
-    out.mkdir()
-    job = f"a-{secrets.token_hex(4)}"
-    argv = join_argv(3, job, out, options=[*FAST, "--peer", seed.address])
-    first = start_peer(argv, tmp_path, seed.name, popen=seed.popen)
-    wait_listening(seed)
     before = rss_mb(first.proc.pid)
     endpoint = f"{seed.address}:{PORT}"
     idle = attack(attacker, "idle", endpoint, "3000", "1")
@@ -91,10 +105,8 @@ def test_idle_connections_and_held_calls_leave_a_seed_that_forms_its_job_and_giv
         assert first.proc.poll() is None, f"RSS {rss:.0f} MB after the attack when the seed ended: {first.log}"
         assert time.monotonic() < deadline, f"RSS {rss:.0f} MB after the attack, {before:.0f} MB before"
         time.sleep(0.2)
-    peers = [first, *(start_peer(argv, tmp_path, h.name, popen=h.popen) for h in net.hosts[1:3])]
-    for peer in peers:
-        assert peer.wait() == 0, peer.log
-    assert_consistent(records(out), net.addresses[:3])
+    form(net, first, argv, tmp_path)
+    assert_consistent(records(tmp_path / "out"), net.addresses[:3])
 
 
 def test_one_host_holding_more_connections_than_the_seed_takes_does_not_keep_the_job_from_forming(make_network, tmp_path):
@@ -102,25 +114,17 @@ def test_one_host_holding_more_connections_than_the_seed_takes_does_not_keep_the
     that finish the HTTP/2 handshake and make no call held every place until the idle limit
     (a minute), and the other nodes could not connect. The seed shuts down those of an
     address over its share, and the job forms while the attacker still holds its sockets."""
-    net = make_network(4, multicast=False)
+    net, first, argv = seed_waiting(make_network, tmp_path)
     seed, attacker = net.hosts[0], net.hosts[3]
-    out = tmp_path / "out"
-    out.mkdir()
-    job = f"a-{secrets.token_hex(4)}"
-    argv = join_argv(3, job, out, options=[*FAST, "--peer", seed.address])
-    first = start_peer(argv, tmp_path, seed.name, popen=seed.popen)
-    wait_listening(seed)
     held_for = 600  # longer than the test: ended by the test once the job has formed
     flood = attacker.popen([sys.executable, str(ATTACK), "open", f"{seed.address}:{PORT}", "8500", str(held_for)],
                            stdout=subprocess.PIPE, text=True)
     try:
         opened = json.loads(flood.stdout.readline())
         assert opened == {"opened": 8500}, opened
-        peers = [first, *(start_peer(argv, tmp_path, h.name, popen=h.popen) for h in net.hosts[1:3])]
-        for peer in peers:
-            assert peer.wait() == 0, peer.log
+        form(net, first, argv, tmp_path)
         assert flood.poll() is None, "the attack ended before the job formed"
     finally:
         flood.kill()
         flood.wait()
-    assert_consistent(records(out), net.addresses[:3])
+    assert_consistent(records(tmp_path / "out"), net.addresses[:3])

@@ -131,10 +131,9 @@ def held_elsewhere(me: Peer, count: int, source: str, frames=attack.held_status_
     return s
 
 
-def test_join_streams_that_never_send_their_join_wait_among_the_calls_waiting_for_their_request(monkeypatch):
-    """A Join stream's first message waits as a unary request does: streams held silent
-    from one address fill the places, and an honest call from another address still gets
-    in (10,000 silent Join streams from 160 addresses each had a place of their own)."""
+@pytest.fixture
+def made(monkeypatch) -> list:
+    """Four places for calls waiting for their request; the CallLimits made, in order."""
     monkeypatch.setattr(limits, "MAX_WAITING", 4)
     made = []
 
@@ -144,6 +143,20 @@ def test_join_streams_that_never_send_their_join_wait_among_the_calls_waiting_fo
             made.append(self)
 
     monkeypatch.setattr(limits, "CallLimits", Recorded)
+    return made
+
+
+async def answered(ch: grpc.aio.Channel, me: Peer, timeout: float) -> None:
+    """An honest Status call, served."""
+    status = ch.unary_unary(STATUS, request_serializer=bytes, response_deserializer=pb.StatusResponse.FromString)
+    answer = await status(pb.StatusRequest().SerializeToString(), timeout=timeout)
+    assert answer.self.node_id == me.node_id
+
+
+def test_join_streams_that_never_send_their_join_wait_among_the_calls_waiting_for_their_request(made):
+    """A Join stream's first message waits as a unary request does: streams held silent
+    from one address fill the places, and an honest call from another address still gets
+    in (10,000 silent Join streams from 160 addresses each had a place of their own)."""
     held_for = 60.0  # the server's handshake time: the silent streams outlast the test
 
     async def main():
@@ -156,9 +169,7 @@ def test_join_streams_that_never_send_their_join_wait_among_the_calls_waiting_fo
                 await asyncio.sleep(0.01)
             assert made[0].waiting == limits.MAX_WAITING
             async with channel(me) as ch:
-                status = ch.unary_unary(STATUS, request_serializer=bytes, response_deserializer=pb.StatusResponse.FromString)
-                answer = await status(pb.StatusRequest().SerializeToString(), timeout=held_for)
-                assert answer.self.node_id == me.node_id
+                await answered(ch, me, timeout=held_for)
             assert made[0].waiting == limits.MAX_WAITING - 1  # a silent stream made room
         finally:
             held.close()
@@ -167,20 +178,11 @@ def test_join_streams_that_never_send_their_join_wait_among_the_calls_waiting_fo
     asyncio.run(main())
 
 
-def test_when_as_many_calls_wait_as_allowed_an_address_over_its_share_is_refused_and_another_gets_in(monkeypatch):
+def test_when_as_many_calls_wait_as_allowed_an_address_over_its_share_is_refused_and_another_gets_in(made):
     """Calls held open from one address fill the calls waiting for their request: an honest
     call from another address, whose request comes at once, is served (the held address's
     oldest call ends to make room); calls held from the second address too get in up to its
     share, and the next one is refused."""
-    monkeypatch.setattr(limits, "MAX_WAITING", 4)
-    made = []
-
-    class Recorded(limits.CallLimits):
-        def __init__(self, handshake: float) -> None:
-            super().__init__(handshake)
-            made.append(self)
-
-    monkeypatch.setattr(limits, "CallLimits", Recorded)
     held_for = 60.0  # the server's handshake time: the held calls outlast the test
 
     async def main():
@@ -192,9 +194,7 @@ def test_when_as_many_calls_wait_as_allowed_an_address_over_its_share_is_refused
                 assert asyncio.get_running_loop().time() < deadline, "the held calls never arrived"
                 await asyncio.sleep(0.01)
             async with channel(me) as ch:
-                status = ch.unary_unary(STATUS, request_serializer=bytes, response_deserializer=pb.StatusResponse.FromString)
-                answer = await status(pb.StatusRequest().SerializeToString(), timeout=held_for)
-                assert answer.self.node_id == me.node_id
+                await answered(ch, me, timeout=held_for)
                 mine = []
                 for _ in range(3):
                     mine.append(asyncio.ensure_future(held_call(ch, timeout=1.0)))

@@ -3,9 +3,10 @@ the job, attacks the seed's port before any authentication (tests/support/attack
 
 Network namespaces on one bridge (needs root), multicast dropped, seeds only. Per attack:
 the seed starts and listens, the attack starts, then the two other hosts start at once.
-Reported: the attack's own figures, the seed's CPU during the attack, the seed's RSS before,
-at its peak and 10 s after the attack ended (the job of the honest hosts waits for a third
-member that is started only then), and last launch -> all three commands started.
+Reported: the attack's own figures, the seed's CPU during the attack, the seed's RSS and
+open descriptors before, at their peak and 10 s after the attack ended (the job of the
+honest hosts waits for a third member that is started only then), and last launch -> all
+three commands started.
 
     exchange   ADVERTS forged adverts of the job (addresses below every host's), 400 per
                Exchange, 25 calls at a time
@@ -70,17 +71,23 @@ def wait_listening(host, timeout: float = 60) -> None:
         time.sleep(0.05)
 
 
+def fds(pid: int) -> int:
+    """The descriptors a process has open."""
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
 class Sampler(threading.Thread):
-    """The peak RSS of a process, sampled every 0.1 s."""
+    """The peak RSS and descriptors of a process, sampled every 0.1 s."""
 
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
-        self.pid, self.peak, self.stop = pid, 0.0, False
+        self.pid, self.peak, self.peak_fds, self.stop = pid, 0.0, 0, False
 
     def run(self) -> None:
         while not self.stop:
             try:
                 self.peak = max(self.peak, rss_mb(self.pid))
+                self.peak_fds = max(self.peak_fds, fds(self.pid))
             except OSError:
                 return
             time.sleep(0.1)
@@ -146,7 +153,7 @@ def memory_after(attack: str, args: argparse.Namespace) -> dict:
                             stderr=subprocess.DEVNULL)
         wait_listening(seed)
         time.sleep(1)
-        before = rss_mb(daemon.pid)
+        before, fds_before = rss_mb(daemon.pid), fds(daemon.pid)
         endpoint = f"{seed.address}:{PORT}"
         argv = attack_argv(attack, endpoint, job, args, attacker)
         sampler = Sampler(daemon.pid)
@@ -157,13 +164,14 @@ def memory_after(attack: str, args: argparse.Namespace) -> dict:
         cpu = cpu_seconds(daemon.pid) - cpu0
         time.sleep(10)
         sampler.stop = True
-        after = rss_mb(daemon.pid)
+        after, fds_after = rss_mb(daemon.pid), fds(daemon.pid)
         daemon.kill()
         daemon.wait()
         return {
             "attack": attack, "result": json.loads(result.stdout.splitlines()[-1]),
             "attack_seconds": round(took, 1), "seed_cpu_s": round(cpu, 1), "seed_rss_before_mb": round(before, 1),
             "seed_rss_peak_mb": round(sampler.peak, 1), "seed_rss_10s_after_mb": round(after, 1),
+            "seed_fds_before_peak_after": [fds_before, sampler.peak_fds, fds_after],
         }
 
 

@@ -46,11 +46,12 @@ log = logging.getLogger(__name__)
 # Open calls from one address at most, of every RPC: a node holds a Join stream and a few
 # short calls, a host runs a few nodes. (Join streams have their own, lower cap.)
 MAX_CALLS_PER_SOURCE = 128
-# Unary calls waiting for their request at most, from all addresses: an honest request
-# arrives in one packet, so this many waiting means someone holds them (see `_request`
-# for who gets in then). Under 50,000 held calls from 160 addresses, 1,024 left 94 MB
-# resident after the attack, 256 left 79 MB, 128 left 75 MB.
-MAX_WAITING = 256
+# Calls waiting for their request (or a Join stream for its first message) at most, from
+# all addresses: an honest request arrives in one packet, so this many waiting means
+# someone holds them (see `_first` for who gets in then). Under 50,000 held calls from 160
+# addresses, 256 left 57 MB resident after the attack and 128 left 53 (1,024 left 94 MB,
+# when gRPC still polled with epoll1).
+MAX_WAITING = 128
 # Descriptors kept free of connections: the node's own files, channels and the command's pipes.
 FD_RESERVE = 256
 # Connections at most, whatever the descriptor limit: twice the largest job, each member

@@ -330,20 +330,17 @@ def test_both_kinds_of_response_streams_pass_the_limits():
     asyncio.run(main())
 
 
-def test_memory_is_trimmed_again_as_soon_as_connections_close_whatever_the_backoff(monkeypatch):
-    """A trim that frees nothing (memory in use) puts the next one off, but connections
-    closing free their buffers to the allocator: fewer descriptors open than at the last
-    look trims at once."""
-    mib = 1 << 20
-    handshake = 5.0
-    descriptors = iter([3000, 3000, 3000, 50, 50, 50])
-    trims = []
+def trims_at(monkeypatch, rss_mib: int, descriptors: list[int]) -> list[int]:
+    """Which of the memory watch's looks trim, the lowest resident memory seen being 100 MiB
+    and the memory `rss_mib` at every look (a trim frees nothing), with these descriptors
+    open at each look; a look every handshake time."""
+    trims: list[int] = []
 
     class Loop:
         """The loop as watch_memory uses it: a clock, and the next look it asks for."""
 
         now = 0.0
-        looks = 0
+        look = 0
         next_look: tuple = ()
 
         def time(self) -> float:
@@ -354,16 +351,31 @@ def test_memory_is_trimmed_again_as_soon_as_connections_close_whatever_the_backo
             self.next_look = args
 
     loop = Loop()
+    open_now = iter(descriptors)
     monkeypatch.setattr(limits.asyncio, "get_running_loop", lambda: loop)
-    monkeypatch.setattr(limits, "rss_bytes", lambda: 200 * mib)  # nothing freed, ever
-    monkeypatch.setattr(limits, "open_descriptors", lambda: next(descriptors))
-    monkeypatch.setattr(limits, "trim_memory", lambda: trims.append(loop.looks) or True)
-    calls = limits.CallLimits(handshake)
-    calls.floor = 100 * mib
+    monkeypatch.setattr(limits, "rss_bytes", lambda: rss_mib << 20)
+    monkeypatch.setattr(limits, "open_descriptors", lambda: next(open_now))
+    monkeypatch.setattr(limits, "trim_memory", lambda: trims.append(loop.look) or True)
+    calls = limits.CallLimits(handshake=5.0)
+    calls.floor = 100 << 20
     calls.watch_memory()
-    for loop.looks in range(1, 6):
+    for loop.look in range(1, len(descriptors)):
         calls.watch_memory(*loop.next_look)
-    # looks every handshake time: the first trims and frees nothing, so the next trim is 2
-    # handshake times later (the third look), then 4: the fourth look is within that, but
-    # sees 2,950 descriptors closed; after it, 8
-    assert trims == [0, 2, 3], trims
+    return trims
+
+
+def test_memory_is_trimmed_again_as_soon_as_connections_close_whatever_the_backoff(monkeypatch):
+    """A trim that frees nothing (memory in use) puts the next one off, but connections
+    closing free their buffers to the allocator: a burst of descriptors fewer than at the
+    last look trims at once."""
+    # the first look trims and frees nothing, so the next trim is 2 handshake times later
+    # (the third look), then 4: the fourth look is within that, but sees 2,950 descriptors
+    # closed; after it, 8
+    assert trims_at(monkeypatch, 200, [3000, 3000, 3000, 50, 50, 50]) == [0, 2, 3]
+
+
+def test_connections_closing_in_a_burst_are_trimmed_after_from_a_quarter_of_the_growth(monkeypatch):
+    """An attack's connections may end in parts: the later ones leave memory a trim has
+    already taken below TRIM_GROWTH, which alone would never be trimmed again."""
+    grown = 100 + limits.TRIM_GROWTH // 2 // (1 << 20)
+    assert trims_at(monkeypatch, grown, [3000, 3000, 400, 400, 390]) == [2]

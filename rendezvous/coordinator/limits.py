@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import os
 import resource
 from collections import Counter
 from typing import Any, AsyncIterator, Awaitable, Callable, Optional
@@ -40,6 +39,7 @@ import grpc
 from ..config.timings import Timings
 from ..core.peer import parse_grpc_peer
 from . import _wire
+from .connections import descriptors
 
 log = logging.getLogger(__name__)
 
@@ -152,14 +152,6 @@ def rss_bytes() -> int:
         with open("/proc/self/statm") as statm:
             return int(statm.read().split()[1]) * resource.getpagesize()
     except (OSError, ValueError, IndexError):
-        return 0
-
-
-def open_descriptors() -> int:
-    """How many descriptors this process has open (0 where /proc is missing)."""
-    try:
-        return len(os.listdir("/proc/self/fd"))
-    except OSError:
         return 0
 
 
@@ -286,7 +278,7 @@ class CallLimits(grpc.aio.ServerInterceptor):
         may end in parts, the later ones after a trim has taken memory below TRIM_GROWTH."""
         loop = asyncio.get_running_loop()
         backoff = backoff or self._handshake
-        rss, now, open_now = rss_bytes(), loop.time(), open_descriptors()
+        rss, now, open_now = rss_bytes(), loop.time(), len(descriptors())
         self.floor = rss if self.floor is None else min(self.floor, rss)
         grown = rss - self.floor
         closed = fds - open_now >= CLOSED_BURST

@@ -354,7 +354,7 @@ def trims_at(monkeypatch, rss_mib: int, descriptors: list[int]) -> list[int]:
     open_now = iter(descriptors)
     monkeypatch.setattr(limits.asyncio, "get_running_loop", lambda: loop)
     monkeypatch.setattr(limits, "rss_bytes", lambda: rss_mib << 20)
-    monkeypatch.setattr(limits, "open_descriptors", lambda: next(open_now))
+    monkeypatch.setattr(limits, "descriptors", lambda: range(next(open_now)))
     monkeypatch.setattr(limits, "trim_memory", lambda: trims.append(loop.look) or True)
     calls = limits.CallLimits(handshake=5.0)
     calls.floor = 100 << 20

@@ -16,11 +16,13 @@ itself. Of an address's connections, the lowest-numbered descriptors are kept.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import os
 import socket
-from typing import Callable, Optional
+from typing import Optional
+
+from ..core.peer import parse_address, unmapped
+from ._guard import RateLimitedWarnings
 
 log = logging.getLogger(__name__)
 
@@ -51,25 +53,23 @@ def _source(fd: int, port: int) -> Optional[str]:
             return None
         if s.getsockname()[1] != port:
             return None
-        address = ipaddress.ip_address(s.getpeername()[0].split("%")[0])
+        address = parse_address(s.getpeername()[0].split("%")[0])
     except (OSError, ValueError):  # the listening socket, or one not connected (yet)
         return None
     finally:
         s.detach()
-    mapped = getattr(address, "ipv4_mapped", None)
-    return str(mapped or address)
+    return str(unmapped(address))
 
 
-def over_cap(port: int, fds: Optional[list[int]] = None, cap: Optional[int] = None) -> dict[str, list[int]]:
-    """The connections to `port` beyond `cap` (MAX_PER_SOURCE) per caller's address, by
-    address: all but its `cap` lowest-numbered descriptors."""
-    cap = MAX_PER_SOURCE if cap is None else cap
+def over_cap(port: int, fds: list[int]) -> dict[str, list[int]]:
+    """Of the descriptors `fds`, the connections to `port` beyond MAX_PER_SOURCE per
+    caller's address, by address: all but its MAX_PER_SOURCE lowest-numbered."""
     by_source: dict[str, list[int]] = {}
-    for fd in sorted(descriptors() if fds is None else fds):
+    for fd in sorted(fds):
         source = _source(fd, port)
         if source is not None:
             by_source.setdefault(source, []).append(fd)
-    return {source: found[cap:] for source, found in by_source.items() if len(found) > cap}
+    return {source: found[MAX_PER_SOURCE:] for source, found in by_source.items() if len(found) > MAX_PER_SOURCE}
 
 
 def shut_down(fd: int, port: int, source: str) -> bool:
@@ -90,12 +90,10 @@ class ConnectionCap:
     """Looks every `every` seconds; counts the connections to `port` only when more
     descriptors are open than MAX_PER_SOURCE plus OTHER_DESCRIPTORS."""
 
-    def __init__(self, port: int, every: float, clock: Callable[[], float]) -> None:
+    def __init__(self, port: int, every: float) -> None:
         self.port = port
         self.every = every
-        self._clock = clock
-        self._warned: dict[str, float] = {}  # when each address was last named in the log
-        self.shut = 0  # connections shut down in all
+        self._warnings = RateLimitedWarnings(log, interval=60.0)  # an address named once a minute
 
     def look(self) -> None:
         fds = descriptors()
@@ -103,12 +101,9 @@ class ConnectionCap:
             return
         for source, excess in over_cap(self.port, fds).items():
             shut = sum(shut_down(fd, self.port, source) for fd in excess)
-            self.shut += shut
-            now = self._clock()
-            if shut and now - self._warned.get(source, -60.0) >= 60.0:
-                self._warned[source] = now
-                log.warning("shut down %d connections from %s: at most %d per address", shut, source,
-                            MAX_PER_SOURCE)
+            if shut:
+                self._warnings.warn("shut", source, "shut down %d connections from %s: at most %d per address",
+                                    shut, source, MAX_PER_SOURCE)
 
     def watch(self) -> None:
         """Look now and every `every` seconds on the running loop."""

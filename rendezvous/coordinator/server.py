@@ -226,10 +226,10 @@ def bind_server(
     for name in (host, *also):
         port = _add_port(server, name, port)
     try:
-        loop = asyncio.get_running_loop()
+        asyncio.get_running_loop()
     except RuntimeError:
         return server, port  # no loop yet: connections are capped in total only
-    ConnectionCap(port, handshake / 5, loop.time).watch()
+    ConnectionCap(port, handshake / 5).watch()
     return server, port
 
 

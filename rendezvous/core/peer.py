@@ -51,15 +51,16 @@ def parse_grpc_peer(text: str) -> IPAddress:
     return parse_address(host[1:-1].split("%")[0] if host.startswith("[") else host)
 
 
+def unmapped(address: IPAddress) -> IPAddress:
+    """The IPv4 address an IPv4-mapped IPv6 one (::ffff:a.b.c.d) stands for; any other as is."""
+    return getattr(address, "ipv4_mapped", None) or address
+
+
 def same_host(claimed: IPAddress, source: IPAddress) -> bool:
     """Whether a connection from `source` can come from the node at `claimed`: the same
     address (an IPv4-mapped IPv6 one counts as IPv4), or both on loopback, where the
     kernel picks 127.0.0.1 as the source whatever 127.x address a node advertises."""
-    def plain(a: IPAddress) -> IPAddress:
-        mapped = getattr(a, "ipv4_mapped", None)
-        return mapped or a
-
-    claimed, source = plain(claimed), plain(source)
+    claimed, source = unmapped(claimed), unmapped(source)
     return claimed == source or (claimed.is_loopback and source.is_loopback)
 
 

@@ -196,7 +196,7 @@ def _wait_connected(s: socket.socket, timeout: float = 5.0) -> bool:
 
 def main(argv: list[str]) -> None:
     kind, endpoint, *rest = argv
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     try:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # thousands of connections
     except (ValueError, OSError):

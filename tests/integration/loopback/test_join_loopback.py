@@ -246,16 +246,20 @@ def test_a_frozen_peer_leaves_the_round_instead_of_holding_it(tmp_path, job):
     assert coordinator.wait() == 128 + signal.SIGTERM
 
 
-def _tcp_connections(pid: int) -> list[tuple[str, str]]:
-    """(local, remote) of every established TCP connection the process holds."""
-    inodes = set()
+def _fd_targets(pid: int) -> list[str]:
+    """What each descriptor of the process names (`socket:[123]`, `anon_inode:[eventpoll]`)."""
+    targets = []
     for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
+            targets.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:  # closed meanwhile
             continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
+    return targets
+
+
+def _tcp_connections(pid: int) -> list[tuple[str, str]]:
+    """(local, remote) of every established TCP connection the process holds."""
+    inodes = {target[8:-1] for target in _fd_targets(pid) if target.startswith("socket:[")}
     found = []
     for table in ("tcp", "tcp6"):
         with open(f"/proc/{pid}/net/{table}") as f:
@@ -345,18 +349,7 @@ def test_nodes_with_different_liveness_timeouts_run_the_coordinators(tmp_path, j
 
 
 def _epoll_instances(pid: int) -> int:
-    return sum(os.readlink(f"/proc/{pid}/fd/{fd}") == "anon_inode:[eventpoll]" for fd in _fds(pid))
-
-
-def _fds(pid: int) -> list[str]:
-    found = []
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            os.readlink(f"/proc/{pid}/fd/{fd}")
-        except FileNotFoundError:  # closed meanwhile
-            continue
-        found.append(fd)
-    return found
+    return _fd_targets(pid).count("anon_inode:[eventpoll]")
 
 
 @pytest.mark.parametrize("user_setting", [None, "epoll1"])

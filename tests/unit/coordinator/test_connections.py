@@ -69,7 +69,7 @@ def test_connections_of_an_address_over_its_cap_are_shut_down_and_the_others_kep
 def test_nothing_is_counted_while_fewer_descriptors_are_open_than_one_address_may_hold(monkeypatch):
     looked = []
     monkeypatch.setattr(connections, "over_cap", lambda *args: looked.append(args) or {})
-    cap = connections.ConnectionCap(port=1, every=1.0, clock=lambda: 0.0)
+    cap = connections.ConnectionCap(port=1, every=1.0)
     cap.look()
     assert looked == []  # a test process holds far fewer than 256 + 64 descriptors
     monkeypatch.setattr(connections, "MAX_PER_SOURCE", 0)

@@ -37,8 +37,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Optional
 import grpc
 
 from ..config.timings import Timings
-from ..core.peer import parse_grpc_peer
 from . import _wire
+from ._guard import source_of
 from .connections import descriptors
 
 log = logging.getLogger(__name__)
@@ -155,14 +155,6 @@ def rss_bytes() -> int:
         return 0
 
 
-def source_of(peer: str) -> str:
-    """The address in gRPC's name of a caller (`ipv4:10.0.0.1:5000`), without the port."""
-    try:
-        return str(parse_grpc_peer(peer))
-    except ValueError:
-        return peer
-
-
 class _Wait:
     """A unary call waiting for its request, ended (its task cancelled) when its time is up
     or a newer call needs its place; `why` says which, as the abort's code and details."""
@@ -232,7 +224,7 @@ class CallLimits(grpc.aio.ServerInterceptor):
     # -- counting --------------------------------------------------------------------
 
     async def _enter(self, context: grpc.aio.ServicerContext) -> str:
-        source = source_of(context.peer())
+        source = source_of(context)
         self._calls += 1
         if self.open[source] >= MAX_CALLS_PER_SOURCE:
             self._refuse()

@@ -3,7 +3,9 @@
     fault_command.py OUT_DIR MODE
 
 MODE: `hang-first-round` (round 1 sleeps, later rounds exit 0), `fail-rank-1:CODE` (rank 1
-exits CODE at once, the others sleep), `fail:CODE` (every start exits CODE), `sleep:SECONDS`
+exits CODE at once, the others sleep), `fail-rank-1-after-all:CODE` (the same, but rank 1 first
+waits until every command of its round has recorded its start: a wrapper that sets a signal
+handler before this script runs has set it by then), `fail:CODE` (every start exits CODE), `sleep:SECONDS`
 (every start sleeps, then exits 0).
 """
 
@@ -26,6 +28,11 @@ if mode == "hang-first-round":
     if round_ == 1:
         time.sleep(120)
     sys.exit(0)
+if mode.startswith("fail-rank-1-after-all:"):
+    if rank == 1:
+        while len([n for n in os.listdir(out) if n.endswith(f"-{round_}.json")]) < record["world"]:
+            time.sleep(0.02)
+    mode = "fail-rank-1:" + mode.split(":")[1]
 if mode.startswith("fail-rank-1:"):
     if rank == 1:
         sys.exit(int(mode.split(":")[1]))

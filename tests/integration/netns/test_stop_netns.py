@@ -148,21 +148,26 @@ def test_a_stop_while_the_job_is_forming_ends_the_peers_joined_so_far(make_netwo
 
 
 def test_a_stop_during_a_restart_round_ends_every_member(make_network, tmp_path):
-    """Rank 1's command fails: the round is aborted. The coordinator's own command ignores
-    SIGTERM, so the others come back for round 2 while it is still ending its command (its
+    """Rank 1's command fails (once every command of the round has started, so that the
+    coordinator's has set SIGTERM aside): the round is aborted. The coordinator's own command
+    ignores SIGTERM, so the others come back for round 2 while it is still ending its command (its
     --abort-grace, longer than this test waits): the stop comes then, and ends the
     coordinator's own member too, with the stop's grace instead of the abort's."""
     net = make_network(4)
-    job, peers = start_job(net, tmp_path, options=["--abort-grace", str(3 * HANG)], mode="fail-rank-1:1",
-                           stubborn=0)
+    job, peers = start_job(net, tmp_path, options=["--abort-grace", str(3 * HANG)],
+                           mode="fail-rank-1-after-all:1", stubborn=0)
     asker = net.hosts[3]
+
+    seen = []
 
     def back_for_round_two():
         status = rendezvous(asker, "status", "--job", job, "--json", "--timeout", "5")
         view = json.loads(status.stdout) if status.returncode == 0 else {}
+        seen.append((view.get("round"), view.get("phase")) if view else status.stderr.strip()[-200:])
         return view.get("round") == 2 and view.get("phase") == "gathering"
 
-    wait_until(back_for_round_two, "the members back for round 2")
+    wait_until(back_for_round_two, lambda: f"the members back for round 2; the job seen as {seen[-5:]}, "
+                                           f"logs {[p.log[-400:] for p in peers]}")
     result = rendezvous(asker, "stop", "--job", job, "--reason", "between rounds", "--json",
                         "--stop-grace", str(STOP_GRACE), "--timeout", str(HANG))
     assert result.returncode == 0, result.stderr

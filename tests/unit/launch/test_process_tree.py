@@ -34,6 +34,13 @@ def unique_seconds() -> str:
     return f"{300 + int.from_bytes(os.urandom(3), 'big') / 1e4:.4f}"
 
 
+def leaves_behind(seconds: str, exit_code: int, ready: Path) -> list[str]:
+    """A command that starts a child ignoring SIGTERM, waits until the child has set that up
+    (however loaded the machine), then exits `exit_code`."""
+    return ["sh", "-c", f"sh -c \"trap '' TERM; : > {ready}; sleep {seconds}\" & "
+                        f"while [ ! -e {ready} ]; do sleep 0.02; done; exit {exit_code}"]
+
+
 def records(out: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in out.glob("*.json")]
 
@@ -111,12 +118,12 @@ def test_sigkill_after_the_grace_reaches_every_process_of_the_tree(tmp_path):
     assert took >= 0.3 and not running(f"sleep\0{seconds}")
 
 
-def test_what_a_finished_command_left_behind_is_ended_before_its_end_is_told():
+def test_what_a_finished_command_left_behind_is_ended_before_its_end_is_told(tmp_path):
     seconds = unique_seconds()
 
     async def scenario():
         launcher = Launcher(abort_grace=0.2)
-        await launcher.arm(["sh", "-c", f"sh -c \"trap '' TERM; sleep {seconds}\" & sleep 0.2; exit 3"], {})
+        await launcher.arm(leaves_behind(seconds, 3, tmp_path / "ready"), {})
         launcher.fire(time.time())
         return await asyncio.wait_for(launcher.wait(), 30)
 
@@ -125,14 +132,15 @@ def test_what_a_finished_command_left_behind_is_ended_before_its_end_is_told():
 
 
 @pytest.mark.parametrize("exit_code, stop_grace, abort_grace", [(0, 4.0, 0.2), (3, 0.2, 4.0)])
-def test_what_a_command_left_behind_gets_the_grace_of_how_the_command_ended(exit_code, stop_grace, abort_grace):
+def test_what_a_command_left_behind_gets_the_grace_of_how_the_command_ended(exit_code, stop_grace, abort_grace,
+                                                                          tmp_path):
     """--stop-grace after an exit 0 (the round may complete), --abort-grace after a failure
     (the round is aborted): a leftover that ignores SIGTERM is killed after the one that applies."""
     seconds = unique_seconds()
 
     async def scenario():
         launcher = Launcher(stop_grace=stop_grace, abort_grace=abort_grace)
-        await launcher.arm(["sh", "-c", f"sh -c \"trap '' TERM; sleep {seconds}\" & sleep 0.2; exit {exit_code}"], {})
+        await launcher.arm(leaves_behind(seconds, exit_code, tmp_path / "ready"), {})
         launcher.fire(time.time())
         await until(lambda: running(f"sleep\0{seconds}"), time.monotonic() + 30, "the sleep never ran")
         began = time.monotonic()

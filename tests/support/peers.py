@@ -197,6 +197,14 @@ def wait_for_starts(tmp_path: Path, round_: int, count: int, timeout: float = HA
     raise AssertionError(f"round {round_}: {len(starts(tmp_path, round_))} of {count} commands started")
 
 
+def leaves_behind(seconds: str, exit_code: int, ready: Path, first: str = "") -> list[str]:
+    """A command that (after the shell commands `first`) starts a child that ignores SIGTERM
+    and sleeps `seconds`, waits until the child has set SIGTERM aside (the file `ready`),
+    however loaded the machine, then exits `exit_code`."""
+    return ["sh", "-c", f"{first}sh -c \"trap '' TERM; : > {ready}; sleep {seconds}\" & "
+                        f"while [ ! -e {ready} ]; do sleep 0.02; done; exit {exit_code}"]
+
+
 def running(marker: str) -> list[int]:
     """The live processes (this one aside) whose command line holds `marker`."""
     found = []

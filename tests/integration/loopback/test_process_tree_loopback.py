@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from peers import alive, join_argv, start_peer, running, wait_gone
+from peers import alive, join_argv, leaves_behind, start_peer, running, wait_gone
 from paths import SUPPORT
 
 SLOW_EXIT = str(SUPPORT / "slow_exit.py")
@@ -107,9 +107,7 @@ def test_what_a_finished_command_left_behind_gets_the_grace_of_its_end(tmp_path,
     child after --stop-grace when the command exited 0, after --abort-grace when it failed."""
     seconds = f"{300 + secrets.randbelow(10**6) / 10**6:.6f}"
     started = tmp_path / "started"
-    ready = tmp_path / "ready"  # the child has set SIGTERM aside, however loaded the machine
-    command = ["sh", "-c", f"date +%s.%N > {started}; sh -c \"trap '' TERM; : > {ready}; sleep {seconds}\" & "
-               f"while [ ! -e {ready} ]; do sleep 0.02; done; exit {exit_code}"]
+    command = leaves_behind(seconds, exit_code, tmp_path / "ready", first=f"date +%s.%N > {started}; ")
     peer = start(tmp_path, job, ADDRESSES[0], command, options=options, expect=1)
     assert peer.wait(timeout=60) == exit_code, peer.log
     assert time.time() - float(started.read_text()) >= 5.0, peer.log  # the 5 s grace, not 0.5 (nor 3)

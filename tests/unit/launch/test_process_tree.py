@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from peers import alive, running, wait_gone
+from peers import alive, leaves_behind, running, wait_gone
 from rendezvous.launch import gate
 from rendezvous.launch.launcher import Launcher
 from paths import SUPPORT
@@ -32,13 +32,6 @@ async def until(condition, deadline: float, what: str):
 def unique_seconds() -> str:
     """A sleep duration no other process uses: it finds the test's own `sleep`."""
     return f"{300 + int.from_bytes(os.urandom(3), 'big') / 1e4:.4f}"
-
-
-def leaves_behind(seconds: str, exit_code: int, ready: Path) -> list[str]:
-    """A command that starts a child ignoring SIGTERM, waits until the child has set that up
-    (however loaded the machine), then exits `exit_code`."""
-    return ["sh", "-c", f"sh -c \"trap '' TERM; : > {ready}; sleep {seconds}\" & "
-                        f"while [ ! -e {ready} ]; do sleep 0.02; done; exit {exit_code}"]
 
 
 def records(out: Path) -> list[dict]:

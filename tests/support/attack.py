@@ -194,6 +194,16 @@ def _wait_connected(s: socket.socket, timeout: float = 5.0) -> bool:
     return bool(poller.poll(timeout * 1000)) and s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
 
 
+def sent(host: str, port: int, source: str, data: bytes) -> socket.socket:
+    """A blocking connection from `source` that has sent `data` (for tests that hold a few
+    such connections themselves); AssertionError if it cannot connect."""
+    s = _connect(host, port, source)
+    assert _wait_connected(s), f"no connection to {host}:{port}"
+    s.setblocking(True)
+    s.sendall(data)
+    return s
+
+
 def main(argv: list[str]) -> None:
     kind, endpoint, *rest = argv
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

@@ -17,10 +17,7 @@ HANDSHAKE = 0.5  # the server's; connections are counted every fifth of it
 
 def handshaked(port: int, source: str) -> socket.socket:
     """A connection from `source` that sends HTTP/2's preface and settings, then nothing."""
-    s = attack._connect("127.0.0.1", port, source)
-    assert attack._wait_connected(s), "no connection to the server"
-    s.setblocking(True)
-    s.sendall(attack.PREFACE)
+    s = attack.sent("127.0.0.1", port, source, attack.PREFACE)
     s.setblocking(False)
     return s
 

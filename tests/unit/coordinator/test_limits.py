@@ -124,11 +124,8 @@ def held_elsewhere(me: Peer, count: int, source: str, frames=attack.held_status_
     """`count` Status calls whose request never comes (or other calls `frames` opens), from
     another loopback address (tests/support/attack.py's HTTP/2 frames on a socket bound to
     `source`)."""
-    s = attack._connect(SERVER, me.port, source)
-    assert attack._wait_connected(s), "no connection to the server"
-    s.setblocking(True)
-    s.sendall(attack.PREFACE + b"".join(frames(2 * i + 1, me.endpoint.encode()) for i in range(count)))
-    return s
+    return attack.sent(SERVER, me.port, source,
+                       attack.PREFACE + b"".join(frames(2 * i + 1, me.endpoint.encode()) for i in range(count)))
 
 
 @pytest.fixture

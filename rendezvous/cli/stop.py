@@ -69,7 +69,8 @@ async def stop(job: str, address: IPAddress, lookup: Lookup, timeout: float, rea
     if not answer.coordinating and answer.coordinator is not None and answer.coordinator.endpoint != endpoint:
         log.debug("%s does not coordinate job %r: asking %s", endpoint, job, answer.coordinator.endpoint)
         endpoint = answer.coordinator.endpoint
-        answer = await stop_job(endpoint, job, left(), lookup.keys, user, reason, grace)
+        answer = await stop_job(endpoint, job, left(), lookup.keys, user, reason, grace,
+                                node_id=answer.coordinator.node_id)
     if not answer.coordinating:
         raise NoDaemonError(f"no node coordinates job {job!r} now: {endpoint} does not, and knows of none that does")
     asked = time.monotonic()

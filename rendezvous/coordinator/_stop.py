@@ -1,9 +1,12 @@
 """`rendezvous stop` on the coordinator, and who may read a job's status.
 
-Stop: the request names the job in its header; with a token it is signed like any other
-request (`_auth.open_request`) and refused when its nonce was seen before or its time is
-outside the replay window (`core.auth.ReplayGuard`), so that a recorded stop cannot be
-played again. A node that does not coordinate the job answers with the one it believes
+Stop: the request names the job in its header and the daemon it is addressed to (its node
+id, random at each start of a daemon); with a token it is signed like any other request
+(`_auth.open_request`) and refused when its nonce was seen before, its time is outside the
+replay window (`core.auth.ReplayGuard`), or it is addressed to another node id. So a
+recorded stop is taken at most once, by the daemon it was sent to: played again to the
+same daemon its nonce was seen; played to a later run of the job (the daemons started
+again, under the same name and token) it names a node id no daemon has any more. A node that does not coordinate the job answers with the one it believes
 does, for the caller to ask instead.
 
 Status and JobStatus of a job with a token answer an unsigned request with nothing but
@@ -53,6 +56,15 @@ async def open_signed(keys: Optional[Keys], job: str, guard: Guard, request: Mes
         raise  # pragma: no cover  (refuse aborts the call)
 
 
+def misaddressed(job: str, addressed: str, me: str) -> str:
+    """Why a stop for another daemon (or none) is refused: its node id is in what is signed,
+    and a daemon's node id is new at each start, so a stop recorded for an earlier run of
+    the job is refused by this one."""
+    to = f"node {printable(addressed, 40)!r}" if addressed else "no node"
+    return (f"the stop of job {job!r} is addressed to {to}, and this is node {me}: a stop for an earlier run "
+            "of the job (or of this daemon before a restart) stops nothing; ask again")
+
+
 def coordinating(c: Coordination, target: Target) -> bool:
     """Whether this node holds the job's round, as JobStatus tells it."""
     return bool(c.round.joined) or target.endpoint == c.me.endpoint
@@ -90,6 +102,9 @@ class Stops:
         source = source_of(context)
         if signer.active:
             await self._check_replay(request, context, source)
+        if (signer.active or request.node_id) and request.node_id != c.me.node_id:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, misaddressed(c.round.job, request.node_id,
+                                                                                  c.me.node_id))
         target = self._target()
         if not coordinating(c, target):
             answer = pb.StopResponse(header=self._header(), coordinating=False)

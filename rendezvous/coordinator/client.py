@@ -302,17 +302,40 @@ class StopAnswer:
     phase: str = ""
 
 
-async def stop_job(
-    endpoint: str, job: str, timeout: float, keys: Optional[Keys] = None, user: str = "", reason: str = "",
-    grace: Optional[float] = None,
-) -> StopAnswer:
-    """Ask the node at `endpoint` to stop `job`: signed with `keys` if given, stamped with
-    this machine's clock (the coordinator refuses a replayed or stale one)."""
-    request = pb.StopRequest(header=_wire.header(job, 0, ""), user=user, reason=reason)
+async def _node_id(endpoint: str, timeout: float, keys: Keys) -> str:
+    """The node id of the daemon at `endpoint`, from its signed Status; "" when it answers
+    unsigned: its job has no token, which the Stop then says."""
+    try:
+        return (await fetch_status(endpoint, timeout, keys)).node.node_id
+    except TokenRefused:
+        raise
+    except StatusUntrusted:
+        return ""
+
+
+def stop_request(job: str, node_id: str, keys: Optional[Keys] = None, user: str = "", reason: str = "",
+                 grace: Optional[float] = None, now_ms: int = 0) -> tuple[_auth.Signer, pb.StopRequest]:
+    """The Stop request for the daemon whose node id is `node_id` (random at each start of
+    a daemon: a stop for one run of a job is refused by the next), signed with `keys` if
+    given and stamped `now_ms`; and the signer that checks the answer."""
+    request = pb.StopRequest(header=_wire.header(job, 0, ""), user=user, reason=reason, node_id=node_id)
     if grace is not None:
         request.stop_grace = grace
-    signer, request = _auth.sign_request(keys, request, now_ms=int(time.time() * 1e3))
-    response = await _ask(endpoint, timeout, "Stop", request)
+    return _auth.sign_request(keys, request, now_ms=now_ms)
+
+
+async def stop_job(
+    endpoint: str, job: str, timeout: float, keys: Optional[Keys] = None, user: str = "", reason: str = "",
+    grace: Optional[float] = None, node_id: Optional[str] = None,
+) -> StopAnswer:
+    """Ask the node at `endpoint` to stop `job`: addressed to its node id (`node_id`, or
+    asked from its Status first), signed with `keys` if given, stamped with this machine's
+    clock (the coordinator refuses a replayed or stale one, or one for another node)."""
+    began = time.monotonic()
+    if node_id is None:
+        node_id = await _node_id(endpoint, timeout, keys) if keys is not None else ""
+    signer, request = stop_request(job, node_id, keys, user, reason, grace, now_ms=int(time.time() * 1e3))
+    response = await _ask(endpoint, max(timeout - (time.monotonic() - began), 0.1), "Stop", request)
     try:
         signer.open(response)
         members = tuple(_wire.peer_from_pb(p) for p in response.members)

@@ -416,16 +416,18 @@ class JobStatusResponse(_message.Message):
     def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., coordinating: _Optional[bool] = ..., coordinator: _Optional[_Union[Peer, _Mapping]] = ..., phase: _Optional[str] = ..., expect: _Optional[int] = ..., restarts: _Optional[int] = ..., last_abort_reason: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberStatus, _Mapping]]] = ..., expect_min: _Optional[int] = ..., last_failure: _Optional[_Union[CommandFailure, _Mapping]] = ...) -> None: ...
 
 class StopRequest(_message.Message):
-    __slots__ = ("header", "user", "reason", "stop_grace")
+    __slots__ = ("header", "user", "reason", "stop_grace", "node_id")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     STOP_GRACE_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
     header: Header
     user: str
     reason: str
     stop_grace: float
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., user: _Optional[str] = ..., reason: _Optional[str] = ..., stop_grace: _Optional[float] = ...) -> None: ...
+    node_id: str
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., user: _Optional[str] = ..., reason: _Optional[str] = ..., stop_grace: _Optional[float] = ..., node_id: _Optional[str] = ...) -> None: ...
 
 class StopResponse(_message.Message):
     __slots__ = ("header", "coordinating", "coordinator", "members", "round", "phase")

@@ -20,7 +20,7 @@ from rendezvous.coordinator import (
     CoordinatorService, JoinSession, StatusUntrusted, TokenNeeded, fetch_job_status, fetch_status, serve, stop_job,
 )
 from rendezvous.coordinator import _auth, _wire, limits
-from rendezvous.coordinator.client import TokenRefused
+from rendezvous.coordinator.client import TokenRefused, stop_request
 from rendezvous.core.auth import derive_keys
 from rendezvous.core.member import Aborted, Waiting
 from rendezvous.core.peer import Peer
@@ -145,7 +145,7 @@ def test_with_a_token_a_replayed_or_stale_stop_is_refused():
     async def scenario():
         server, me, service = await start(KEYS)
         try:
-            request = pb.StopRequest(header=_wire.header(JOB, 0, ""))
+            request = pb.StopRequest(header=_wire.header(JOB, 0, ""), node_id=me.node_id)
             _, stale = _auth.sign_request(KEYS, request, now_ms=int((time.time() - 3 * TIMINGS.replay_window) * 1e3))
             with pytest.raises(grpc.aio.AioRpcError, match="old") as refused:
                 await raw_stop(me, stale)
@@ -155,6 +155,29 @@ def test_with_a_token_a_replayed_or_stale_stop_is_refused():
             with pytest.raises(grpc.aio.AioRpcError, match="seen before") as replayed:
                 await raw_stop(me, fresh)
             assert replayed.value.code() is grpc.StatusCode.UNAUTHENTICATED
+        finally:
+            await server.stop(None)
+
+    run(scenario)
+
+
+def test_with_a_token_a_stop_for_another_node_id_or_none_is_refused_and_stops_nothing():
+    """The node id the stop is addressed to is signed: one recorded for an earlier run of
+    the job (whose daemons had other node ids) is refused by this one, fresh as it is."""
+    async def scenario():
+        server, me, service = await start(KEYS)
+        try:
+            for addressed in ("0123456789ab", ""):
+                _, request = stop_request(JOB, addressed, KEYS, now_ms=int(time.time() * 1e3))
+                with pytest.raises(grpc.aio.AioRpcError, match=f"this is node {me.node_id}") as refused:
+                    await raw_stop(me, request)
+                assert refused.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+                assert service.round.phase is RoundPhase.GATHERING
+            with pytest.raises(RequestRefused, match="earlier run of the job"):
+                await stop_job(me.endpoint, JOB, 5, KEYS, node_id="0123456789ab")
+            assert service.round.phase is RoundPhase.GATHERING
+            assert (await stop_job(me.endpoint, JOB, 5, KEYS)).coordinating  # asks the node id first
+            assert service.round.phase is RoundPhase.ABORTED
         finally:
             await server.stop(None)
 

@@ -36,6 +36,7 @@ from typing import Optional
 
 from ..core.failure import MAX_TAIL_BYTES, tail_lines
 from ..core.record import record
+from .outdir import open_job_dir
 
 log = logging.getLogger(__name__)
 
@@ -88,30 +89,42 @@ class Tail:
 class RoundFile:
     """One round's output of one rank: `path` holds the newest, at most half of `max_bytes`;
     once full it becomes `path.1` (the older half, replacing the one before) and `path`
-    starts again, so that both together never pass `max_bytes`."""
+    starts again, so that both together never pass `max_bytes`. Opened, rotated and
+    removed by name in `directory`, a descriptor of its directory the file then owns
+    (outdir.open_job_dir; without it, the directory is opened here), never through a link."""
 
-    def __init__(self, path: Path, max_bytes: int) -> None:
+    def __init__(self, path: Path, max_bytes: int, directory: Optional[int] = None) -> None:
         self.path = path
         self._half = max(1, max_bytes // 2)
         self._size = 0
-        self._fd = self._open()
+        self._dir = directory if directory is not None else os.open(
+            path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            self._fd = self._open()
+        except OSError:
+            os.close(self._dir)
+            raise
 
     def _open(self) -> int:
-        return os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        return os.open(self.path.name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644,
+                       dir_fd=self._dir)
 
     def write(self, data: bytes) -> None:
         view = memoryview(data)
         while view:
             if self._size >= self._half:
                 os.close(self._fd)
-                os.replace(self.path, f"{self.path}.1")
+                os.replace(self.path.name, f"{self.path.name}.1", src_dir_fd=self._dir, dst_dir_fd=self._dir)
                 self._fd, self._size = self._open(), 0
             written = os.write(self._fd, view[: self._half - self._size])
             self._size += written
             view = view[written:]
 
     def close(self) -> None:
-        os.close(self._fd)
+        try:
+            os.close(self._fd)
+        finally:
+            os.close(self._dir)
 
 
 def round_file_path(directory: Path, job: str, round: int, rank: int) -> Path:
@@ -119,19 +132,20 @@ def round_file_path(directory: Path, job: str, round: int, rank: int) -> Path:
     return directory / job / f"round-{round}.{rank}.log"
 
 
-def prune_rounds(job_dir: Path, current: int, keep: int) -> list[Path]:
+def prune_rounds(job_dir: Path, current: int, keep: int, dir_fd: Optional[int] = None) -> list[Path]:
     """Remove the files of rounds older than the `keep` newest (`current` one included); the
-    paths removed. Files of other names, and of rounds after `current`, stay."""
+    paths removed. Files of other names, and of rounds after `current`, stay. With `dir_fd`
+    (a descriptor of `job_dir`), by name in it."""
     removed: list[Path] = []
     try:
-        names = os.listdir(job_dir)
+        names = os.listdir(dir_fd if dir_fd is not None else job_dir)
     except OSError:
         return removed
     for name in names:
         match = _ROUND_FILE.fullmatch(name)
         if match and int(match.group(1)) <= current - keep:
             try:
-                os.unlink(job_dir / name)
+                os.unlink(name if dir_fd is not None else job_dir / name, dir_fd=dir_fd)
                 removed.append(job_dir / name)
             except OSError:
                 pass
@@ -181,9 +195,9 @@ class Pump:
     def file(self) -> Optional[Path]:
         return self._file.path if self._file else None
 
-    def record_to(self, path: Path, max_bytes: int) -> None:
-        """From now on, also write everything to `path` (a new file)."""
-        self._file = RoundFile(path, max_bytes)
+    def record_to(self, file: RoundFile) -> None:
+        """From now on, also write everything to `file`, which the pump then closes."""
+        self._file = file
 
     def _run(self) -> None:
         poller = select.poll()
@@ -295,14 +309,21 @@ class Plumbing:
             return None
         path = round_file_path(directory, self.settings.job, round, rank)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.pump.record_to(path, self.settings.max_bytes)
+            job_dir = open_job_dir(directory, self.settings.job)
         except OSError as exc:
             log.warning("--output-dir: cannot write %s: %s; the command's output goes to the terminal only",
                         path, exc.strerror or exc)
             return None
-        for old in prune_rounds(path.parent, round, self.settings.keep_rounds):
-            log.debug("--output-keep-rounds: removed %s", old)
+        try:
+            for old in prune_rounds(path.parent, round, self.settings.keep_rounds, job_dir):
+                log.debug("--output-keep-rounds: removed %s", old)
+            self.pump.record_to(RoundFile(path, self.settings.max_bytes, os.dup(job_dir)))
+        except OSError as exc:
+            log.warning("--output-dir: cannot write %s: %s; the command's output goes to the terminal only",
+                        path, exc.strerror or exc)
+            return None
+        finally:
+            os.close(job_dir)
         return path
 
     def tail(self) -> tuple[str, ...]:
@@ -316,8 +337,11 @@ class Plumbing:
 
 
 def check_output_dir(directory: Path, job: str) -> None:
-    """Make DIR/<job> now, so that a directory that cannot be made fails the start, not a
-    round; raises OSError."""
-    (directory / job).mkdir(parents=True, exist_ok=True)
-    if not os.access(directory / job, os.W_OK | os.X_OK):
-        raise PermissionError(errno.EACCES, "not writable", str(directory / job))
+    """Make DIR/<job> now, so that a directory that cannot be made, or cannot be trusted
+    (outdir.open_job_dir), fails the start, not a round; raises OSError."""
+    fd = open_job_dir(directory, job)
+    try:
+        if not os.access(".", os.W_OK | os.X_OK, dir_fd=fd):
+            raise PermissionError(errno.EACCES, "not writable", str(directory / job))
+    finally:
+        os.close(fd)

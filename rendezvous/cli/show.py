@@ -89,29 +89,53 @@ def find_daemons(job: Optional[str]) -> list[runtime.Registration]:
     if running:
         jobs = ", ".join(sorted({repr(r.job) for r in running}))
         raise NoDaemonError(f"no rendezvous daemon of job {job!r} runs on this machine; running: {jobs}")
+    raise _none_runs(directories)
+
+
+def _none_runs(directories: Sequence[object], stale: int = 0) -> NoDaemonError:
     where = ", ".join(str(d) for d in directories)
-    raise NoDaemonError(
-        f"no rendezvous daemon runs on this machine (none registered in {where}); "
+    outlived = f"; {stale} notes there named endpoints where no daemon of theirs listens (removed)" if stale else ""
+    return NoDaemonError(
+        f"no rendezvous daemon runs on this machine (none registered in {where}{outlived}); "
         "start one with `rendezvous join`, or `systemctl start rendezvous`"
     )
+
+
+def _outlived(registration: runtime.Registration, result: object) -> bool:
+    """Whether the note outlived its daemon: nothing listens at its endpoint, or another
+    node does (a daemon writes its note once it listens, and removes it before it stops)."""
+    from ..coordinator.client import Unreachable
+
+    if isinstance(result, NodeStatus):
+        return result.node.node_id != registration.node_id
+    return isinstance(result, Unreachable)
 
 
 def show_status(job: Optional[str], timeout: float, as_json: bool,
                 token_file: Optional[str] = None) -> tuple[str, list[str]]:
     """The status of every local daemon (or of JOB's) as text or JSON, and the errors of
-    those that did not answer. NoDaemonError if none runs, or none answered."""
+    those that did not answer; a note that outlived its daemon is removed, not shown.
+    NoDaemonError if none runs, or none answered."""
     daemons = find_daemons(job)
     results = asyncio.run(_ask_all(daemons, timeout, token_file))
     shown: list[tuple[runtime.Registration, NodeStatus]] = []
     errors: list[str] = []
+    stale = 0
     for registration, result in zip(daemons, results):
-        if isinstance(result, NodeStatus):
+        if _outlived(registration, result):
+            log.debug("removing the note of node %s (pid %d): %s", registration.node_id, registration.pid,
+                      result if isinstance(result, BaseException) else "another node answers at its endpoint")
+            runtime.discard(runtime.candidate_directories(os.environ, os.getuid()), registration)
+            stale += 1
+        elif isinstance(result, NodeStatus):
             shown.append((registration, result))
         elif isinstance(result, Exception):  # one daemon's answer never hides the others
             errors.append(f"{printable(str(result))} (pid {registration.pid}, job {registration.job!r})")
         else:
             raise result
     if not shown:
+        if not errors:
+            raise _none_runs(runtime.candidate_directories(os.environ, os.getuid()), stale)
         raise NoDaemonError("; ".join(errors))
     if as_json:
         text = json.dumps([{"daemon_pid": r.pid, **status_to_dict(s)} for r, s in shown], indent=2, allow_nan=False)

@@ -16,8 +16,11 @@ first, or put files in it. So, as ssh refuses a loose key:
 - a note is read only from a regular file of at most MAX_REGISTRATION_BYTES, never through a
   link, and every field is checked (a node id is 12 hex digits before it names any file);
   a bad note is skipped with one warning naming it;
-- only the exact files of a dead daemon are removed: `<node-id>.json` and the progress files
-  `<node-id>-progress-<random>.jsonl`, by name in that directory.
+- only the exact files of a dead daemon are removed: `<node-id>.json`, the progress files
+  `<node-id>-progress-<random>.jsonl` and its rounds' error file directories
+  `<node-id>-error-<random>`, by name in that directory. A daemon is dead when its pid
+  runs no more, or runs a process that started after the note was written (the pid was
+  taken again).
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ import logging
 import os
 import pwd
 import re
+import shutil
 import stat
+import time
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Optional
 
@@ -45,6 +50,11 @@ SYSTEM_DIRECTORY = Path("/run/rendezvous")
 NODE_ID = re.compile(r"[0-9a-f]{12}")
 # What create_progress_file's mkstemp adds between the prefix and the suffix.
 _PROGRESS_SUFFIX = re.compile(r"-progress-[A-Za-z0-9_]{1,32}\.jsonl")
+# What launch.errorfile's mkdtemp adds after the node id: a round's error file directory.
+_ERROR_SUFFIX = re.compile(r"-error-[A-Za-z0-9_]{1,32}")
+# /proc/stat's boot time is in whole seconds: a process counts as started after a note only
+# when it started this much later.
+_START_SLACK = 2.0
 MAX_PID = 2**31 - 1  # a pid_t: os.kill raises OverflowError beyond it
 MAX_NETNS = 2**64 - 1  # an inode number
 
@@ -163,6 +173,31 @@ def pid_alive(pid: int) -> bool:
     return process_state(pid) != b"Z"  # without /proc to tell, the signal's word
 
 
+def process_started(pid: int) -> Optional[float]:
+    """When `pid` started (seconds since the epoch, within a second), or None when it cannot
+    be read (gone, no /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            ticks = int(f.read().rsplit(b")", 1)[1].split()[19])
+        with open("/proc/stat", "rb") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith(b"btime "))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError, StopIteration):
+        return None
+
+
+def started_after(pid: int, written_at: float) -> bool:
+    """Whether the process `pid` started after a note naming it was written: the note's
+    daemon is gone and its pid taken by another process."""
+    started = process_started(pid)
+    if started is None or started <= written_at + _START_SLACK:
+        return False
+    # A /proc whose boot time is not the one its processes count from (some containers) would
+    # make every process look young: this one cannot have started after now.
+    own = process_started(os.getpid())
+    return own is not None and own <= time.time() + _START_SLACK
+
+
 def _service_directories() -> set[Path]:
     """The systemd unit's directories: readable by every user, written by the service."""
     found = {SYSTEM_DIRECTORY}
@@ -272,6 +307,13 @@ def _read_note(path: Path) -> bytes:
         os.close(fd)
 
 
+def _written_at(path: Path) -> float:
+    try:
+        return os.lstat(path).st_mtime
+    except OSError:
+        return float("inf")  # gone meanwhile: nothing to judge by
+
+
 def _scan(directories: Iterable[Path]) -> Iterator[tuple[Path, Registration]]:
     """Every note in the trusted ones of `directories`; one warning per refused directory
     and per bad note."""
@@ -311,24 +353,57 @@ def remove_stale(
     directories: Iterable[Path], netns: int, alive: Callable[[int], bool]
 ) -> list[Registration]:
     """Remove the notes of daemons of this namespace that died without removing theirs
-    (killed with SIGKILL), and their commands' progress files (`progress.create_progress_file`);
-    best effort, e.g. another user's stay. Every other registration found, in one reading."""
+    (killed with SIGKILL; a note whose pid a process started after it has), their commands'
+    progress files (`progress.create_progress_file`) and their rounds' error file
+    directories (`launch.errorfile`); best effort, e.g. another user's stay. Every other
+    registration found, in one reading."""
     kept = []
     for path, registration in _scan(directories):
-        if registration.netns != netns or alive(registration.pid):
+        if registration.netns != netns or (alive(registration.pid) and
+                                           not started_after(registration.pid, _written_at(path))):
             kept.append(registration)
             continue
-        directory = path.parent
-        try:
-            names = os.listdir(directory)
-        except OSError:
-            names = []
-        progress = [n for n in names if n.startswith(registration.node_id) and
-                    _PROGRESS_SUFFIX.fullmatch(n, len(registration.node_id))]
-        for name in (path.name, *progress):
-            try:
-                os.unlink(directory / name)
-                log.debug("removed %s: its daemon (pid %d) is gone", directory / name, registration.pid)
-            except OSError:
-                pass
+        forget(path, registration)
     return kept
+
+
+def discard(directories: Iterable[Path], registration: Registration) -> None:
+    """Remove `registration`'s note (and what its rounds left) from the trusted one of
+    `directories` that holds it unchanged: `rendezvous status` found nothing listening
+    at its endpoint, or another node there. A daemon writes its note once it listens and
+    removes it before it stops listening: such a note has outlived its daemon, whatever
+    process holds its pid now."""
+    for path, found in _scan(directories):
+        if found == registration:
+            forget(path, registration)
+
+
+def forget(path: Path, registration: Registration) -> None:
+    """Remove the note at `path` of a daemon that is gone, and what its rounds left beside it
+    (progress files, error file directories), by name in that directory; best effort."""
+    directory = path.parent
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        names = []
+    node = registration.node_id
+    mine = [n for n in names if n.startswith(node) and len(n) > len(node)]
+    progress = [n for n in mine if _PROGRESS_SUFFIX.fullmatch(n, len(node))]
+    for name in (n for n in mine if _ERROR_SUFFIX.fullmatch(n, len(node))):
+        _remove_tree(directory, name)
+    for name in (*progress, path.name):
+        try:
+            os.unlink(directory / name)
+            log.debug("removed %s: its daemon (pid %d) is gone", directory / name, registration.pid)
+        except OSError:
+            pass
+
+
+def _remove_tree(directory: Path, name: str) -> None:
+    """The directory `name` in `directory` and what is in it, never following a link:
+    shutil.rmtree refuses one in its place and walks the tree by descriptors."""
+    try:
+        shutil.rmtree(directory / name)
+        log.debug("removed %s: its daemon is gone", directory / name)
+    except OSError:
+        pass

@@ -262,3 +262,35 @@ def test_a_note_names_the_daemons_token_file_never_the_secret_and_older_notes_st
     older = {k: v for k, v in asdict(R).items() if k != "token_file"}  # written before the field
     assert parse_registration(json.dumps(older)) == R
     assert parse_registration(json.dumps({**asdict(R), "token_file": 3})) is None
+
+
+def test_the_error_file_directories_of_dead_daemons_are_removed_never_through_a_link(tmp_path):
+    """A daemon killed with -9 left `<node>-error-XXXX` (launch.errorfile) beside its note."""
+    run, outside = tmp_path / "run", tmp_path / "outside"
+    run.mkdir(mode=0o700)
+    outside.mkdir()
+    (outside / "keep").write_text("")
+    dead = Registration("abcdef000001", 999_999, "j", "10.0.0.1:1", R.netns)
+    for registration in (R, dead):
+        register(registration, [run], alive=lambda pid: True)
+        (run / f"{registration.node_id}-error-k3j_9x2a").mkdir()
+        (run / f"{registration.node_id}-error-k3j_9x2a" / "error.json").write_text("{}")
+    (run / "abcdef000001-error-k3j_9x2a" / "link").symlink_to(outside)
+    (run / "abcdef000001-error-linked").symlink_to(outside)  # not a directory of its own: left
+    remove_stale([run], R.netns, lambda pid: pid == R.pid)
+    assert sorted(p.name for p in run.iterdir()) == [
+        "abcdef000001-error-linked", "abcdef012345-error-k3j_9x2a", "abcdef012345.json"]
+    assert os.listdir(outside) == ["keep"]
+
+
+def test_a_note_whose_pid_a_later_process_took_is_removed():
+    """pid reuse: the pid runs, but a process that started after the note was written."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as directory:
+        run = Path(directory)
+        register(R, [run], alive=lambda pid: True)  # R.pid is this process, started before the note
+        assert remove_stale([run], R.netns, pid_alive) == [R]
+        long_ago = time.time() - 3600
+        os.utime(run / f"{R.node_id}.json", (long_ago, long_ago))  # written before this process started
+        assert remove_stale([run], R.netns, pid_alive) == [] and os.listdir(run) == []

@@ -14,14 +14,20 @@ characters, and what UTF-8 cannot carry in them (a lone surrogate escaped in the
 becomes "?". The latest valid line is the command's progress.
 A file, not a pipe: a command never blocks or dies because nobody reads.
 
-Everything here is pure: `parse_progress` reads one line, `split_lines` cuts a stream of
-bytes into complete lines of bounded length.
+A line may carry junk before its object (terminal escapes, NUL bytes, a progress bar's
+carriage return, more than MAX_LINE bytes of anything): the object that ends the line
+counts, so that a valid report is never lost to what the command wrote before it.
+
+Everything here is pure: `parse_progress` reads one object, `parse_progress_line` one
+line, `split_lines` cuts a stream of bytes into complete lines of bounded length (their
+newest bytes).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, Mapping, Optional
 
 from .record import record
@@ -119,14 +125,50 @@ def parse_progress(line: str) -> Progress:
     )
 
 
+# What a terminal-minded writer puts around a line: escape sequences (colours, "clear the
+# line"), and the other control characters JSON never holds raw (NUL padding, a progress
+# bar's carriage returns).
+_TERMINAL_JUNK = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]")
+# A line that is not one JSON object is searched for one that ends it, from at most this
+# many opening braces: a line of braces costs no more than a few lines.
+MAX_STARTS = 64
+
+
+def parse_progress_line(line: bytes) -> Progress:
+    """One line of the progress file: the JSON object it is, or else the one that ends it
+    after junk the command wrote before it on the same line (terminal escapes, NUL bytes, a
+    carriage return, the start of a cut line); ValueError naming the whole line's problem
+    when it holds none."""
+    text = line.decode("utf-8", "replace")
+    try:
+        return parse_progress(text)
+    except ValueError as exc:
+        problem = exc
+    text = _TERMINAL_JUNK.sub("", text).strip()
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    for _ in range(MAX_STARTS):
+        if start < 0:
+            break
+        try:
+            data, end = decoder.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            data, end = None, -1
+        if isinstance(data, dict) and end == len(text):
+            return parse_progress(text[start:])
+        start = text.find("{", start + 1)
+    raise problem
+
+
 def split_lines(pending: bytes, chunk: bytes, limit: int = MAX_LINE) -> tuple[list[bytes], bytes, bool]:
     """Add `chunk` to the incomplete line `pending`: the complete lines, the new incomplete
-    rest, and whether a line was cut. A line longer than `limit` keeps its first `limit`
-    bytes (and so is most likely malformed); an incomplete rest never grows past `limit`."""
+    rest, and whether a line was cut. A line longer than `limit` keeps its last `limit`
+    bytes (the newest: what a writer put after junk on the same line); an incomplete rest
+    never grows past `limit` + 1."""
     lines = (pending + chunk).split(b"\n")
     rest = lines.pop()
     cut = any(len(line) > limit for line in lines) or len(rest) > limit
-    return [line[:limit] for line in lines], rest[: limit + 1], cut
+    return [line[-limit:] for line in lines], rest[-(limit + 1):], cut
 
 
 def _group(number: float) -> str:

@@ -3,7 +3,7 @@
 The daemon creates the file before the command starts and polls it: only complete new
 lines are read, at most `MAX_READ` bytes per poll (a command that writes faster is read
 from its latest lines on), and the latest valid line becomes the command's `Progress`.
-Malformed or cut lines are skipped with one warning per round, never an error: progress
+Malformed lines are skipped with one warning per round, never an error: progress
 is for people watching, and the training goes on whatever it writes. Whatever the command
 puts at the path instead of the file (a FIFO, a symbolic link, a directory) is not read,
 with the same one warning: opening never blocks and never follows a link.
@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..core.progress import MAX_LINE, Progress, parse_progress, split_lines
+from ..core.progress import MAX_LINE, Progress, parse_progress_line, split_lines
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,6 @@ class ProgressFollower:
         self._offset = 0
         self._pending = b""
         self._warned = False
-        self._partial = False  # the next bytes end a line whose start was skipped
         self.latest: Optional[Progress] = None
         self._task: Optional[asyncio.Task] = None
 
@@ -73,7 +72,7 @@ class ProgressFollower:
             if not line.strip():
                 continue
             try:
-                newest = parse_progress(line.decode("utf-8", "replace"))
+                newest = parse_progress_line(line)
             except ValueError as exc:
                 self._warn(f"a line is not progress ({exc})")
         if newest is not None and newest != self.latest:
@@ -103,19 +102,16 @@ class ProgressFollower:
             os.close(fd)
 
     def _read_from(self, fd: int, size: int) -> bytes:
-        """At most MAX_READ bytes from the offset on; when the file has grown further, the
-        lines from its last MAX_READ bytes, after the first newline there."""
+        """At most MAX_READ bytes from the offset on; when the file has grown further, its
+        last MAX_READ bytes. What comes before their first newline ends a line whose start
+        was skipped: like a line cut for its length, it keeps its newest bytes, which may
+        hold a report the command wrote after junk on the same line."""
         if size < self._offset:  # truncated: start over
             self._offset, self._pending = 0, b""
-        skip = size - self._offset > MAX_READ  # fell behind: only the latest lines matter
-        if skip:
+        if size - self._offset > MAX_READ:  # fell behind: only the latest lines matter
             self._offset, self._pending = size - MAX_READ, b""
         chunk = os.pread(fd, MAX_READ, self._offset)
         self._offset += len(chunk)
-        if skip or self._partial:
-            newline = chunk.find(b"\n")  # what comes before it is the end of a line already passed
-            self._partial = newline < 0
-            chunk = chunk[newline + 1:] if newline >= 0 else b""
         return chunk
 
     def _warn(self, problem: str) -> None:

@@ -11,7 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rendezvous.coordinator import _wire
-from rendezvous.core.progress import MAX_LINE, Progress, describe, parse_progress, progress_to_dict, split_lines
+from rendezvous.core.progress import (
+    MAX_LINE, Progress, describe, parse_progress, parse_progress_line, progress_to_dict, split_lines,
+)
 
 
 def test_a_full_line():
@@ -110,6 +112,34 @@ def test_complete_lines_only():
     assert lines == [b'{"step": 3}'] and rest == b"" and not cut
 
 
+VALID = b'{"epoch": 3, "epochs": 9, "step": 7, "loss": 0.5}'
+
+
+@pytest.mark.parametrize("junk, after", [
+    (b"\x1b[32m", b"\x1b[0m"),  # coloured
+    (b"\x1b[2K\r", b""),  # a progress bar's "clear the line"
+    (b"\x00" * 100, b"\x00"),  # NUL padding
+    (b"NaN NaN {not json} [1, 2] ", b"  "),
+    (b'{"epoch": 1} ', b""),  # an object, then another: the last counts
+    (b"x" * (MAX_LINE - len(VALID)), b""),  # the end of a cut line
+])
+def test_a_report_after_junk_on_its_line_counts(junk, after):
+    assert parse_progress_line(junk + VALID + after) == Progress(epoch=3, epochs=9, step=7, loss=0.5)
+
+
+@pytest.mark.parametrize("line", [b"\x1b[31mred\x1b[0m", b"\x00\x00", b"NaN", b"{" * MAX_LINE, b'{"epoch": 1} x',
+                                  b'x{"epoch": "three"}', b'{"step": -1}', b'[{"step": 1}]'])
+def test_a_line_without_a_report_at_its_end_is_none(line):
+    with pytest.raises(ValueError):
+        parse_progress_line(line)
+
+
+def test_a_line_that_is_one_object_is_read_as_it_is():
+    with pytest.raises(ValueError, match="step must be a whole number"):
+        parse_progress_line(b'{"step": -1}')
+    assert parse_progress_line(b' {"step": 1}\r') == Progress(step=1)
+
+
 def test_huge_lines_are_cut_and_never_held_whole():
     lines, rest, cut = split_lines(b"", b"x" * (3 * MAX_LINE))
     assert lines == [] and len(rest) == MAX_LINE + 1 and cut
@@ -118,13 +148,13 @@ def test_huge_lines_are_cut_and_never_held_whole():
 
 
 @given(st.lists(st.binary(max_size=3 * MAX_LINE), max_size=6))
-def test_splitting_in_chunks_is_the_start_of_every_complete_line(chunks):
+def test_splitting_in_chunks_is_the_end_of_every_complete_line(chunks):
     pending, found = b"", []
     for chunk in chunks:
         lines, pending, _ = split_lines(pending, chunk)
         found += lines
     complete = b"".join(chunks).split(b"\n")[:-1]
-    assert found == [line[:MAX_LINE] for line in complete]
+    assert found == [line[-MAX_LINE:] for line in complete]
     assert len(pending) <= MAX_LINE + 1
 
 

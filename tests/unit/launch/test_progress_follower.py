@@ -148,6 +148,21 @@ def test_a_file_replaced_by_a_regular_one_is_read_again(tmp_path):
     assert seen == [Progress(step=2), Progress(epoch=3)]
 
 
+def test_a_report_after_junk_and_a_3_mb_line_is_read(tmp_path):
+    """Terminal escapes, NUL bytes, NaN and 3 MB of junk, the last of it on the report's own
+    line: the report is the progress, read at once or as the writer goes."""
+    junk = b"\x1b[31mred\x1b[0m\n\x00\x00\x00\n" + b'{"loss": NaN}\n' + b"x" * (3 << 20)
+    report = b'\x1b[2K{"epoch": 3, "step": 7, "loss": 0.5}\x1b[0m\n'
+    for pieces in ([junk + report], [junk[:100], junk[100:1 << 20], junk[1 << 20:], report]):
+        follow, path, seen = follower(tmp_path)
+        for piece in pieces:
+            with open(path, "ab") as f:
+                f.write(piece)
+            follow.read()
+        assert seen[-1] == Progress(epoch=3, step=7, loss=0.5), pieces
+        path.unlink()
+
+
 def test_a_writer_far_ahead_in_one_endless_line_is_never_read_whole(tmp_path, caplog):
     """No newline in the latest MAX_READ bytes: nothing of that line is taken for progress,
     and the reader resumes at the line after it."""

@@ -69,8 +69,8 @@ async def stop(job: str, address: IPAddress, lookup: Lookup, timeout: float, rea
     if not answer.coordinating and answer.coordinator is not None and answer.coordinator.endpoint != endpoint:
         log.debug("%s does not coordinate job %r: asking %s", endpoint, job, answer.coordinator.endpoint)
         endpoint = answer.coordinator.endpoint
-        answer = await stop_job(endpoint, job, left(), lookup.keys, user, reason, grace,
-                                node_id=answer.coordinator.node_id)
+        # addressed to the node id its own Status gives, not to the one the first node believes
+        answer = await stop_job(endpoint, job, left(), lookup.keys, user, reason, grace)
     if not answer.coordinating:
         raise NoDaemonError(f"no node coordinates job {job!r} now: {endpoint} does not, and knows of none that does")
     asked = time.monotonic()

@@ -101,14 +101,14 @@ def _none_runs(directories: Sequence[object], stale: int = 0) -> NoDaemonError:
     )
 
 
-def _outlived(registration: runtime.Registration, result: object) -> bool:
+def _outlived(registration: runtime.Registration, result: object, timeout: float) -> bool:
     """Whether the note outlived its daemon: nothing listens at its endpoint, or another
     node does (a daemon writes its note once it listens, and removes it before it stops)."""
     from ..coordinator.client import Unreachable
 
     if isinstance(result, NodeStatus):
         return result.node.node_id != registration.node_id
-    return isinstance(result, Unreachable)
+    return isinstance(result, Unreachable) and runtime.nothing_listens(registration.endpoint, timeout)
 
 
 def show_status(job: Optional[str], timeout: float, as_json: bool,
@@ -122,7 +122,7 @@ def show_status(job: Optional[str], timeout: float, as_json: bool,
     errors: list[str] = []
     stale = 0
     for registration, result in zip(daemons, results):
-        if _outlived(registration, result):
+        if _outlived(registration, result, timeout):
             log.debug("removing the note of node %s (pid %d): %s", registration.node_id, registration.pid,
                       result if isinstance(result, BaseException) else "another node answers at its endpoint")
             runtime.discard(runtime.candidate_directories(os.environ, os.getuid()), registration)

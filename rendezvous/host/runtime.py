@@ -32,6 +32,7 @@ import os
 import pwd
 import re
 import shutil
+import socket
 import stat
 import time
 from pathlib import Path
@@ -365,6 +366,19 @@ def remove_stale(
             continue
         forget(path, registration)
     return kept
+
+
+def nothing_listens(endpoint: str, timeout: float) -> bool:
+    """Whether a TCP connection to `endpoint` is refused: no socket listens there (a gRPC
+    call fails alike for a server that closes connections, which is still there)."""
+    address, port = parse_endpoint(endpoint)
+    try:
+        with socket.create_connection((str(address), port), timeout=timeout):
+            return False
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
 
 
 def discard(directories: Iterable[Path], registration: Registration) -> None:

@@ -56,11 +56,14 @@ def test_status_removes_a_note_whose_endpoint_nobody_listens_at_and_shows_the_li
         stale = run / f"{secrets.token_hex(6)}.json"
         # the live daemon's pid, as after a restart or a copied note: only the endpoint tells
         stale.write_text(json.dumps({**live, "node_id": stale.stem, "endpoint": dead_endpoint}) + "\n")
+        # and one whose endpoint another node (the live daemon) answers at
+        copied = run / f"{secrets.token_hex(6)}.json"
+        copied.write_text(json.dumps({**live, "node_id": copied.stem}) + "\n")
         result = status(run)
         assert result.returncode == 0, result.stderr
         shown = json.loads(result.stdout)
         assert [s["node"]["node_id"] for s in shown] == [live["node_id"]] and shown[0]["job"] == job
-        assert not stale.exists() and (run / f"{live['node_id']}.json").exists()
+        assert not stale.exists() and not copied.exists() and (run / f"{live['node_id']}.json").exists()
     finally:
         peer.proc.terminate()
         peer.wait()

@@ -94,7 +94,8 @@ def find_daemons(job: Optional[str]) -> list[runtime.Registration]:
 
 def _none_runs(directories: Sequence[object], stale: int = 0) -> NoDaemonError:
     where = ", ".join(str(d) for d in directories)
-    outlived = f"; {stale} notes there named endpoints where no daemon of theirs listens (removed)" if stale else ""
+    notes = "a note there named an endpoint" if stale == 1 else f"{stale} notes there named endpoints"
+    outlived = f"; {notes} where no daemon of theirs listens (removed)" if stale else ""
     return NoDaemonError(
         f"no rendezvous daemon runs on this machine (none registered in {where}{outlived}); "
         "start one with `rendezvous join`, or `systemctl start rendezvous`"

@@ -6,8 +6,9 @@ id, random at each start of a daemon); with a token it is signed like any other 
 replay window (`core.auth.ReplayGuard`), or it is addressed to another node id. So a
 recorded stop is taken at most once, by the daemon it was sent to: played again to the
 same daemon its nonce was seen; played to a later run of the job (the daemons started
-again, under the same name and token) it names a node id no daemon has any more. A node that does not coordinate the job answers with the one it believes
-does, for the caller to ask instead.
+again, under the same name and token) it names a node id no daemon has any more. A node
+that does not coordinate the job answers with the one it believes does, for the caller to
+ask instead.
 
 Status and JobStatus of a job with a token answer an unsigned request with nothing but
 "this job needs a token".

@@ -40,7 +40,7 @@ def presence(told: list[PeerView]) -> tuple[Presence, ViewHolder, FakeDiscovery]
     views = ViewHolder(PeerView(ME), settle=0.0)
     views.listen(lambda: told.append(views.view))
     discovery = FakeDiscovery()
-    endpoint = SimpleNamespace(discovery=discovery, switch=lambda me: None)
+    endpoint = SimpleNamespace(discovery=discovery, switch=lambda me: None, allowed=None)
     node = Presence(config, endpoint, views, lambda: Phase.WAITING, lambda: False, lambda: None)  # type: ignore[arg-type]
     return node, views, discovery
 

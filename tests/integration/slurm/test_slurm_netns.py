@@ -14,8 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from patience import HANG, wait_until
+from rendezvous.core.hostlist import expand
 from peers import FAULT_COMMAND, RECORDER, alive, assert_consistent, records, wait_for_records, wait_for_starts
 
 pytestmark = pytest.mark.netns
@@ -33,11 +36,36 @@ def exit_code(slurm, job: int) -> str:
     return re.search(r"ExitCode=(\S+)", slurm.run(["scontrol", "show", "job", str(job)]).stdout).group(1)
 
 
-def test_slurm_expands_host_lists_as_our_parser_does(slurm):
-    from rendezvous.core.hostlist import expand
+def _ranges(draw) -> str:
+    items = []
+    for _ in range(draw(st.integers(1, 3))):
+        width = draw(st.integers(1, 3))
+        low = draw(st.integers(0, 10 ** width - 1))
+        high = draw(st.integers(low, low + 5))
+        items.append(f"{low:0{width}d}" + ("" if high == low else f"-{high}"))
+    return "[" + ",".join(items) + "]"
 
+
+@st.composite
+def host_lists(draw) -> str:
+    entries = []
+    for _ in range(draw(st.integers(1, 3))):
+        entry = draw(st.sampled_from(["h", "node", "gpu-", "a.b"])) + _ranges(draw)
+        if draw(st.booleans()):
+            entry += draw(st.sampled_from(["n", "x"])) + _ranges(draw)
+        entries.append(draw(st.sampled_from([entry, "login1"])))
+    return ",".join(entries)
+
+
+def test_slurm_expands_host_lists_as_our_parser_does(slurm):
     for text in ("h[1-3]", "h[01-04,07],login", "rack[1-2]n[08-10]", "a,b[8-10],c[008-10]", "x[0-0],y1,y1"):
         assert list(expand(text)) == slurm.hostnames(text), text
+
+
+@settings(max_examples=40, deadline=None)
+@given(text=host_lists())
+def test_any_generated_host_list_expands_as_scontrol_shows_it(slurm, text):
+    assert list(expand(text)) == slurm.hostnames(text), text
 
 
 def test_a_step_forms_one_job_in_node_order_and_refuses_a_host_outside_it(slurm, tmp_path):
@@ -95,3 +123,69 @@ def test_scancel_ends_every_node_s_command_within_the_stop_grace(slurm, tmp_path
     wait_until(lambda: not any(alive(p) for p in pids), "every node's command ends", timeout=STOP_GRACE)
     assert time.monotonic() - cancelled <= STOP_GRACE
     assert slurm.wait_job(job, HANG) == "CANCELLED"
+
+
+EPOCHS = 6
+
+
+def trainers(marker: str) -> list[int]:
+    """The pids of the bundled trainer's processes whose command line holds `marker`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        if b"trainer" in argv and marker.encode() in b" ".join(argv):
+            found.append(int(entry))
+    return found
+
+
+@pytest.mark.training
+@pytest.mark.timeout(480)
+def test_the_bundled_trainer_trains_through_a_killed_worker_to_identical_weights(slurm, tmp_path):
+    """One training run: sbatch -N 3, `srun rendezvous join -- TRAINER OPTIONS`; one worker's
+    trainer killed with SIGKILL during training; a restart round inside the allocation
+    resumes from the shared backup and every worker ends with the same weights."""
+    backup, results = tmp_path / "backup", tmp_path / "results"
+    results.mkdir()
+    trainer = f"--threads 1 --epochs {EPOCHS} --steps-per-epoch 30 --backup-dir {backup}"
+    step = ["sh", "-c", f'exec {shlex.join(JOIN)} -- {trainer} --result-file {results}/"$SLURMD_NODENAME".json']
+    job = slurm.sbatch(script(step), 3, "-o", str(tmp_path / "slurm-%j.out"))
+    output = tmp_path / f"slurm-{job}.out"
+
+    def trained(epoch: int) -> bool:
+        return output.exists() and len(re.findall(rf"epoch {epoch}/{EPOCHS} ", output.read_text())) >= 3
+
+    wait_until(lambda: trained(2) or slurm.state(job) not in ("PENDING", "RUNNING"),
+               lambda: output.read_text()[-3000:], timeout=240)
+    victims = trainers(str(backup))
+    assert len(victims) == 3, output.read_text()[-3000:]
+    os.kill(victims[1], signal.SIGKILL)
+
+    assert slurm.wait_job(job, 360) == "COMPLETED", output.read_text()[-5000:]
+    assert exit_code(slurm, job) == "0:0"
+    log = output.read_text()
+    assert len(re.findall(r"round 2 frozen", log)) == 3, log[-5000:]
+    summaries = [json.loads((results / f"{name}.json").read_text()) for name in slurm.names]
+    assert [s["worker_index"] for s in summaries] == [0, 1, 2]
+    assert len({s["weights_sha256"] for s in summaries}) == 1, summaries
+    assert all(s["initial_epoch"] > 1 for s in summaries), summaries
+
+
+def test_a_command_that_keeps_failing_ends_the_step_with_its_code_after_max_restarts(slurm, tmp_path):
+    """Rank 1 fails in every round: --max-restarts 1 gives one restart round inside the
+    allocation, then every task ends with the command's code at once, without srun -K;
+    --output-dir keeps each round's output per rank beside Slurm's -o file."""
+    out, logs = tmp_path / "out", tmp_path / "logs"
+    out.mkdir()
+    step = [*JOIN, "--max-restarts", "1", "--output-dir", str(logs), "--",
+            sys.executable, str(FAULT_COMMAND), str(out), "fail-rank-1-after-all:3"]
+    job = slurm.sbatch(script(step), 3, "-o", str(tmp_path / "slurm-%j.out"))
+    assert slurm.wait_job(job, HANG) == "FAILED"
+    assert exit_code(slurm, job) == "3:0"
+    assert len(wait_for_starts(tmp_path, 2, 3)) == 3 and not list(out.glob("*-3.json"))
+    log = (tmp_path / f"slurm-{job}.out").read_text()
+    assert len(re.findall(r"no restart follows", log)) >= 3, log[-4000:]
+    kept = sorted(p.name for p in (logs / f"slurm-{job}.0").iterdir())
+    assert kept == [f"round-{r}.{k}.log" for r in (1, 2) for k in range(3)], kept

@@ -123,6 +123,10 @@ def test_scancel_ends_every_node_s_command_within_the_stop_grace(slurm, tmp_path
     wait_until(lambda: not any(alive(p) for p in pids), "every node's command ends", timeout=STOP_GRACE)
     assert time.monotonic() - cancelled <= STOP_GRACE
     assert slurm.wait_job(job, HANG) == "CANCELLED"
+    log = (tmp_path / f"slurm-{job}.out").read_text()
+    # every daemon ends as a program SIGTERM ended (128+15); the batch script died of signal 15
+    assert all(f"task {t}: Exited with exit code 143" in log for t in range(3)), log[-3000:]
+    assert exit_code(slurm, job) == "0:15"
 
 
 EPOCHS = 6
@@ -189,3 +193,15 @@ def test_a_command_that_keeps_failing_ends_the_step_with_its_code_after_max_rest
     assert len(re.findall(r"no restart follows", log)) >= 3, log[-4000:]
     kept = sorted(p.name for p in (logs / f"slurm-{job}.0").iterdir())
     assert kept == [f"round-{r}.{k}.log" for r in (1, 2) for k in range(3)], kept
+
+
+def test_srun_k_ends_the_other_tasks_when_one_daemon_cannot_start(slurm, tmp_path):
+    """A daemon that fails before the job forms (here a bad option on the second node) exits
+    2; the other two would wait for it. `srun -K` has Slurm end them at once."""
+    one_bad = f'if [ "$SLURM_NODEID" = 1 ]; then set -- --liveness-timeout=0; fi; exec {shlex.join(JOIN)} "$@" -- true'
+    job = slurm.sbatch("#!/bin/sh\n" + f"srun -K sh -c {shlex.quote(one_bad)}\n", 3, "-o", str(tmp_path / "slurm-%j.out"))
+    assert slurm.wait_job(job, HANG) == "FAILED"  # without -K the two others wait on, with no --timeout
+    log = (tmp_path / f"slurm-{job}.out").read_text()
+    assert "--liveness-timeout" in log and "task 1: Exited with exit code 2" in log, log[-3000:]
+    assert "task 0: Terminated" in log and "task 2: Terminated" in log, log[-3000:]
+    assert exit_code(slurm, job) == "143:0"  # the job's code is the highest: the others' SIGTERM

@@ -284,6 +284,8 @@ def _join(args: argparse.Namespace, command: Sequence[str]) -> int:
     console = setup_logging(settings.log)
     if settings.config_file:
         log.debug("options from %s", settings.config_file)
+    if settings.from_slurm:
+        log.info("from the Slurm job step: %s", "; ".join(settings.from_slurm))
     notifier = SystemdNotifier.from_environ(os.environ, os.getpid())
     reporters = Reporters([console] + ([notifier] if notifier else []))
     try:

@@ -28,6 +28,8 @@ Check = Callable[[object], Optional[str]]
 
 LOG_FORMATS = ("auto", "plain", "json")
 DISCOVERY_MODES = ("mdns", "unicast", "both")
+# `join` also takes these: slurm (the step's node list as seeds, no multicast) and auto.
+JOIN_DISCOVERY_MODES = (*DISCOVERY_MODES, "slurm", "auto")
 
 
 def is_whole(value: object) -> bool:
@@ -168,6 +170,25 @@ def discovery_problem(value: object) -> Optional[str]:
     if value is None or value in DISCOVERY_MODES:
         return None
     return f"must be one of {', '.join(DISCOVERY_MODES)}, got {value!r}"
+
+
+def join_discovery_problem(value: object) -> Optional[str]:
+    if value is None or value in JOIN_DISCOVERY_MODES:
+        return None
+    return f"must be one of {', '.join(JOIN_DISCOVERY_MODES)}, got {value!r}"
+
+
+def hosts_problem(value: object) -> Optional[str]:
+    if not isinstance(value, (tuple, list)) or not all(isinstance(t, str) for t in value):
+        return f"must be a list of host names or addresses, got {value!r}"
+    for text in value:
+        try:
+            host = parse_seed(text)
+        except ValueError as exc:
+            return f"must be host names or addresses: {exc}"
+        if host.host != text:
+            return f"must be host names or addresses, without a port or brackets: {text!r}"
+    return None
 
 
 def flag_problem(value: object) -> Optional[str]:

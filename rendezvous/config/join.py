@@ -48,6 +48,7 @@ class JoinConfig:
     port: Optional[int] = _default("port")
     peers: tuple[str, ...] = _default("peers")
     discovery: Optional[str] = _default("discovery")
+    allow_hosts: tuple[str, ...] = _default("allow_hosts")
     tf_port: int = _default("tf_port")
     metrics_port: Optional[int] = _default("metrics_port")
     token_file: Optional[str] = _default("token_file")
@@ -106,5 +107,10 @@ class LogConfig:
 
 
 def discovery_mode(config: JoinConfig) -> str:
-    """--discovery, or what it means when not given: both with seeds, else mdns."""
-    return config.discovery or ("both" if config.peers else "mdns")
+    """The discovery that runs: mdns, unicast or both. Under Slurm (config.sources made
+    `auto` `slurm` inside a step) the seeds alone; `auto` or none: both with seeds, else mdns."""
+    if config.discovery == "slurm":
+        return "unicast"
+    if config.discovery is None or config.discovery == "auto":
+        return "both" if config.peers else "mdns"
+    return config.discovery

@@ -128,9 +128,15 @@ OPTIONS: tuple[Option, ...] = (
                 "repeat it, or give a name that resolves to several addresses. Seeds need not "
                 "list every node, only reach them through each other (default port: "
                 f"{DEFAULT_PORT})"),
-    Option("discovery", Kind.TEXT, checks.discovery_problem, None, group="network", metavar="MODE",
+    Option("discovery", Kind.TEXT, checks.join_discovery_problem, None, group="network", metavar="MODE",
            help="how peers are found: mdns (multicast on the local link), unicast (through "
-                "--peer seeds) or both (default: both with --peer, else mdns)"),
+                "--peer seeds), both, slurm (inside a Slurm job step: --expect, --job, the seeds "
+                "and --allow-host from the step, no multicast; options given still win) or auto "
+                "(default: slurm inside a Slurm job step, else both with --peer, else mdns)"),
+    Option("allow_hosts", Kind.LIST, checks.hosts_problem, (), group="network", metavar="HOST", long="--allow-host",
+           help="only peers at these hosts' addresses take part: adverts and Joins from any other "
+                "address are refused; repeat it, or give a name with several addresses (default: "
+                "any host; under Slurm, the step's nodes)"),
     Option("tf_port", Kind.WHOLE, checks.port_problem, 0, group="network", metavar="PORT",
            help="port for this node's TensorFlow worker (default: a free port, checked on "
                 "all interfaces as TensorFlow listens on all of them)"),
@@ -249,6 +255,11 @@ def _also(name: str, help: str, default: object = None, group: str = "look") -> 
     return replace(BY_NAME[name], help=help, default=default, group=group)
 
 
+def _look_discovery(help: str, group: str) -> Option:
+    """--discovery of a subcommand that looks from outside any job step: mdns, unicast or both."""
+    return replace(_also("discovery", help, group=group), check=checks.discovery_problem)
+
+
 #: What only `peers` and `status` take.
 LOOK_OPTIONS: dict[str, Option] = {o.name: o for o in (
     _look("seconds", "how long to listen (default: {default})", 3.0, Kind.SECONDS, checks.positive_seconds,
@@ -287,8 +298,8 @@ SUBCOMMAND_OPTIONS: dict[str, tuple[Option, ...]] = {
         _listen_only("interface", "network"),
         _also("peers", "ask this node (a seed) instead of listening for multicast: it lists every node it "
                        "knows of; repeat it, or give a name with several addresses", (), group="network"),
-        _also("discovery", "how nodes are heard: mdns, unicast (through --peer seeds) or both (default: "
-                           "unicast with --peer, else mdns)", group="network"),
+        _look_discovery("how nodes are heard: mdns, unicast (through --peer seeds) or both (default: "
+                        "unicast with --peer, else mdns)", group="network"),
     ),
     "status": (
         _also("job", "the whole job NAME, asked of its coordinator"),
@@ -300,7 +311,7 @@ SUBCOMMAND_OPTIONS: dict[str, tuple[Option, ...]] = {
         _listen_only("address", "network (with --job)"),
         _listen_only("interface", "network (with --job)"),
         _also("peers", _SEEDS + " (with --job)", (), group="network (with --job)"),
-        _also("discovery", _DISCOVERY, group="network (with --job)"),
+        _look_discovery(_DISCOVERY, group="network (with --job)"),
     ),
     "stop": (
         _also("job", "the job to stop (required)"),
@@ -316,6 +327,6 @@ SUBCOMMAND_OPTIONS: dict[str, tuple[Option, ...]] = {
         _listen_only("address", "network"),
         _listen_only("interface", "network"),
         _also("peers", _SEEDS, (), group="network"),
-        _also("discovery", _DISCOVERY, group="network"),
+        _look_discovery(_DISCOVERY, group="network"),
     ),
 }

@@ -1,6 +1,7 @@
 """Where the options of `rendezvous join` come from: the command line, RENDEZVOUS_* environment
-variables and a TOML config file. The command line wins over the environment, the environment
-over the file, the file over the defaults.
+variables, a TOML config file and, inside a Slurm job step, the step (config.slurm). The
+command line wins over the environment, the environment over the file, the file over Slurm,
+Slurm over the defaults.
 
 Every value keeps its source, so that a bad one is reported as `--expect`, `RENDEZVOUS_EXPECT`
 or `/etc/rendezvous/rendezvous.conf: expect`, whichever it came from. Everything here is pure
@@ -23,6 +24,7 @@ from .checks import (
     parse_timings,
     parse_whole,
 )
+from . import slurm
 from .join import JoinConfig, LogConfig
 from .options import BY_NAME, LOG_OPTIONS, OPTIONS, SUBCOMMAND_OPTIONS, Kind, check_option, check_value, default_trainer_command
 from ..core.record import record
@@ -57,6 +59,7 @@ class Settings:
     join: JoinConfig
     log: LogConfig
     config_file: Optional[str] = None  # the file that was read, if any
+    from_slurm: tuple[str, ...] = ()  # the values taken from a Slurm job step, as the log says them
 
 
 def resolve_command(command: Sequence[str]) -> tuple[str, ...]:
@@ -203,7 +206,26 @@ def merge(*layers: Mapping[str, Value]) -> dict[str, Value]:
     return merged
 
 
-def build_settings(values: Mapping[str, Value], config_file: Optional[str] = None) -> Settings:
+def with_slurm(values: Mapping[str, Value], environ: Mapping[str, str]) -> tuple[dict[str, Value], tuple[str, ...]]:
+    """The values with those of the Slurm job step beneath them, when --discovery is slurm,
+    or auto (or not given) inside a step; and how the log names what came from Slurm."""
+    given = values.get("discovery")
+    mode = given.value if given is not None else None
+    if mode not in (None, "auto", "slurm") or (mode != "slurm" and not slurm.in_step(environ)):
+        return dict(values), ()
+    port = values.get("port")
+    step = slurm.read_step(environ)
+    layer = {name: Value(value, source) for name, (value, source) in slurm.step_values(
+        step, port.value if port is not None and isinstance(port.value, int) else None).items()}
+    merged = merge(layer, values)
+    where = "SLURM_JOB_ID and SLURM_STEP_ID" + (f" ({given.source} {mode})" if given is not None else "")
+    merged["discovery"] = Value("slurm", where)
+    taken = tuple(slurm.describe(name, merged[name].value) for name in layer if merged[name] is layer[name])
+    return merged, taken
+
+
+def build_settings(values: Mapping[str, Value], config_file: Optional[str] = None,
+                   from_slurm: tuple[str, ...] = ()) -> Settings:
     """Check every value against its source, then build the frozen configs."""
     for name, value in values.items():
         check_option(name, value.value, value.source)
@@ -217,7 +239,7 @@ def build_settings(values: Mapping[str, Value], config_file: Optional[str] = Non
     command = resolve_command(given.pop("command", ()))
     log = LogConfig(**{n: given.pop(n) for n in LOG_OPTIONS if n in given})
     join = JoinConfig(command=command, **given)
-    return Settings(join=join, log=log, config_file=config_file)
+    return Settings(join=join, log=log, config_file=config_file, from_slurm=from_slurm)
 
 
 def read_config_file(path: str, required: bool) -> Optional[dict[str, Value]]:
@@ -263,4 +285,5 @@ def load_settings(
     path, required = config_file_path(config_path, environ)
     in_file = read_config_file(path, required)
     values = merge(in_file or {}, from_environ(environ), from_cli(cli_args, command))
-    return build_settings(values, path if in_file is not None else None)
+    values, from_slurm = with_slurm(values, environ)
+    return build_settings(values, path if in_file is not None else None, from_slurm)

@@ -16,7 +16,7 @@ from ..core import job as jobs
 from ..core import round as rounds
 from ..core.advert import PROTOCOL_VERSION
 from ..core.auth import AuthError, Keys
-from ..core.peer import Peer
+from ..core.peer import IPAddress, Peer
 from ..core.round import RejectReason
 from ..core.status import printable
 from ..core.view import Target
@@ -55,8 +55,10 @@ class JoinStreams:
     def __init__(
         self, coordination: Coordination, guard: Guard, keys: Optional[Keys],
         target: Callable[[], Target], own_round: Callable[[], int],
+        allowed: Optional[frozenset[IPAddress]] = None,
     ) -> None:
         self._c = coordination
+        self._allowed = allowed
         self._guard = guard
         self._keys = keys
         self._target = target
@@ -80,7 +82,7 @@ class JoinStreams:
         except (ValueError, TypeError) as exc:
             problem: Optional[str] = str(exc)
         else:
-            problem = admission.check_source(peer, source)
+            problem = admission.check_source(peer, source) or admission.check_allowed(peer, self._allowed)
         if problem is not None:
             self._guard.warn("bad peer", source, "refused a Join from %s: %s", source, problem)
             await context.write(signer.seal(c.rejected(pb.Rejected.BAD_REQUEST, f"bad peer: {problem}")))

@@ -24,7 +24,7 @@ from ..core import job as jobs
 from ..core.advert import PROTOCOL_VERSION, Advert
 from ..core.adverts import Gossip
 from ..core.auth import AuthError, Keys
-from ..core.peer import Peer
+from ..core.peer import IPAddress, Peer
 from ..core.round import Policy, Round
 from ..core.size import Size
 from ..core.status import NodeStatus
@@ -72,6 +72,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         exchange: Optional[Callable[[Gossip], Optional[Gossip]]] = None,
         hint: Optional[Callable[[Advert, bool], None]] = None,
         job_round: Optional[Callable[[], int]] = None,
+        allowed: Optional[frozenset[IPAddress]] = None,
     ) -> None:
         self._keys = keys
         self._target = target
@@ -83,7 +84,8 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         self._c = Coordination(me, Round(job=job, expect=expect, settle=settle, policy=policy), timings, liveness_timeout)
         # The latest round this node knows its job in bounds the rounds a Join may ask for
         # (core.admission.round_limit): by default its own.
-        self._joins = JoinStreams(self._c, self._guard, keys, target, job_round or (lambda: status().round))
+        self._joins = JoinStreams(self._c, self._guard, keys, target, job_round or (lambda: status().round),
+                                  allowed)
         self._stops = Stops(self._c, self._guard, keys, target, timings.replay_window)
 
     @property

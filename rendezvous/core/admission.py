@@ -13,7 +13,7 @@ from enum import Enum
 from typing import Optional
 
 from . import round as rounds
-from .peer import Peer, parse_address, same_host
+from .peer import IPAddress, Peer, parse_address, same_host, unmapped
 from .preflight import Fingerprint
 from .record import record, replace
 from .round import Action, Round, RoundPhase, Step
@@ -79,6 +79,14 @@ def check_source(peer: Peer, source: str) -> Optional[str]:
     except ValueError:
         ok = False
     return None if ok else f"it claims address {peer.address} but connects from {source}"
+
+
+def check_allowed(peer: Peer, allowed: Optional[frozenset[IPAddress]]) -> Optional[str]:
+    """What is wrong with a peer outside the hosts allowed in the job (--allow-host; under
+    Slurm, the step's nodes), if any are named."""
+    if allowed is None or unmapped(peer.address) in allowed:
+        return None
+    return f"{peer.address} is not one of the hosts allowed in the job (--allow-host, or the Slurm step's nodes)"
 
 
 def route(state: Round, me: Peer, target: Target, peer: Peer) -> Optional[Redirection]:

@@ -10,7 +10,9 @@ import logging
 from typing import Any, Callable, Coroutine, Optional
 
 from ..config.join import JoinConfig, discovery_mode
-from ..core.advert import Phase
+from ..core.admission import check_allowed
+from ..core.advert import Advert, Phase
+from ..core.peer import IPAddress
 from ..core.family import Family, left_out_message, switch_message, switched
 from ..core.record import replace
 from ..core.seeds import lonely_hint, parse_seeds
@@ -40,6 +42,7 @@ class Presence:
         self._report = report
         self._tasks: set[asyncio.Task] = set()
         self._left_out: set[str] = set()  # nodes of the job that cannot use its IP family, named once
+        self._named_outside: set[IPAddress] = set()  # addresses outside --allow-host, named once
         self.hint: Optional[str] = None  # why nobody may be seen, once said
 
     def start(self) -> None:
@@ -51,6 +54,8 @@ class Presence:
             task.cancel()
 
     def on_discovery(self, event: DiscoveryEvent) -> None:
+        if not isinstance(event, Gone) and self._refused(event.advert):
+            return
         before = self._views.view
         view = before.apply(event)
         # Every Status request of a known peer carries a hint: nothing new unless the view changed.
@@ -59,6 +64,15 @@ class Presence:
             self._views.update(self._switch_family(view))
         if not isinstance(event, Gone) and event.advert.node_id in view.others:
             self._views.hear(event.advert.node_id)  # an advert, even one repeated, is a sign of life
+
+    def _refused(self, advert: Advert) -> bool:
+        """An advert of this job from a host outside --allow-host (the Slurm step's nodes) is
+        left out, named once: such a node must not be elected, nor counted."""
+        problem = None if advert.job != self._config.job else check_allowed(advert.peer, self._endpoint.allowed)
+        if problem is not None and advert.peer.address not in self._named_outside:
+            self._named_outside.add(advert.peer.address)
+            log.warning("left out node %s of job %r, a host outside the job: %s", advert.node_id, advert.job, problem)
+        return problem is not None
 
     def advertise(self, phase: Phase, round: int, coordinator: Optional[str] = None, gpus: Optional[str] = None) -> None:
         """This node's advert in `phase` of `round` (with `gpus`, its GPUs as shown, when

@@ -23,7 +23,7 @@ import grpc
 from grpc_health.v1 import health
 
 from ..host import runtime
-from ..host.address import choose_address
+from ..host.allowed import choose_allowed_address, resolve_hosts
 from ..host.datanet import choose_data_address
 from ..config.join import JoinConfig
 from ..config.timings import Timings
@@ -85,6 +85,7 @@ class Endpoint:
     keys: Optional[Keys] = None
     registration: Optional[Path] = None
     data_interface: Optional[str] = None
+    allowed: Optional[frozenset[IPAddress]] = None  # --allow-host's addresses; None: any host
 
     def seat(self) -> Seat:
         progress_dir = self.registration.parent if self.registration else None
@@ -164,7 +165,8 @@ def bind_resources(
             "job %r has no --token-file: any host on this network can join it, or stop it from "
             "forming", config.job,
         )
-    choice = choose_address(config.address, config.interface)
+    allowed = resolve_hosts(config.allow_hosts) if config.allow_hosts else None
+    choice = choose_allowed_address(config.address, config.interface, allowed)
     address = choice.address
     also = f"; also {choice.alternate} if its job uses IPv{choice.alternate.version}" if choice.alternate else ""
     log.info("node %s uses %s: %s%s", node_id, address, choice.reason, also)
@@ -199,14 +201,14 @@ def bind_resources(
     sync = SyncDir(sync_root, config.sync_max_bytes) if sync_root else None
     discovery = make_discovery(address, views.view.me, on_discovery)
     discovery.use_keys(keys)
-    service = coordinator_service(config, me, target, status, keys, sync, discovery, on_discovery, views)
+    service = coordinator_service(config, me, target, status, keys, sync, discovery, on_discovery, views, allowed)
     timings = config.timings
     confirmer = Confirmer(views, keys, timings.resolve_timeout, timings.suspect_after, timings.confirm_hedge)
     for listener in (lambda: service.follow(target()), on_view, confirmer.kick):
         views.listen(listener)
     endpoint = Endpoint(
         me, reservation, ipv6, server, health.aio.HealthServicer(), service, discovery, confirmer, timings,
-        fingerprint, sync, keys, data_interface=data.interface if data else None,
+        fingerprint, sync, keys, data_interface=data.interface if data else None, allowed=allowed,
     )
     return endpoint, views
 
@@ -215,6 +217,7 @@ def coordinator_service(
     config: JoinConfig, me: Peer, target: Callable[[], Target], status: Callable[[], NodeStatus],
     keys: Optional[Keys], sync: Optional[SyncDir], discovery: Discovery,
     on_discovery: Callable[[DiscoveryEvent], None], views: ViewHolder,
+    allowed: Optional[frozenset[IPAddress]] = None,
 ) -> CoordinatorService:
     """This node's coordinator service, with its collaborators. A Join may ask for one
     round past the latest this node knows its job in: its own, or one its confirmed peers
@@ -223,7 +226,7 @@ def coordinator_service(
         me, config.job, config.expect, target, status, config.timings, liveness_timeout=config.liveness_timeout,
         policy=job_policy(config), settle=config.settle, keys=keys, files=FileSource(sync) if sync else None,
         exchange=discovery.exchange, hint=lambda advert, vouched: deliver(on_discovery, Hinted(advert, vouched)),
-        job_round=lambda: max(status().round, views.view.latest_round),
+        job_round=lambda: max(status().round, views.view.latest_round), allowed=allowed,
     )
 
 

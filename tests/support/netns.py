@@ -220,6 +220,16 @@ class Host:
         with open(os.path.join(directory, "hosts"), "w") as f:
             f.write("\n".join(["127.0.0.1 localhost", *lines]) + "\n")
 
+    def write_resolv_conf(self, nameserver: str, search: Sequence[str] = (), ndots: int = 1) -> None:
+        """This host's own /etc/resolv.conf (mounted like its hosts file): names are asked of
+        `nameserver`, as a pod asks its cluster DNS."""
+        directory = os.path.join(NETNS_ETC, self.name)
+        os.makedirs(directory, exist_ok=True)
+        lines = [f"nameserver {nameserver}", *([f"search {' '.join(search)}"] if search else []),
+                 f"options ndots:{ndots} timeout:1 attempts:2"]
+        with open(os.path.join(directory, "resolv.conf"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+
     @property
     def mac(self) -> str:
         """eth0's fixed MAC address, for static neighbour entries."""

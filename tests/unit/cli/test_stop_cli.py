@@ -9,7 +9,9 @@ import sys
 
 import pytest
 
+
 from rendezvous.cli.main import build_parser, main
+from rendezvous.config.checks import discovery_problem
 from rendezvous.config.options import BY_NAME, SUBCOMMAND_OPTIONS
 from rendezvous.errors import JobStopped, RequestRefused
 
@@ -40,13 +42,16 @@ def test_the_stop_status_is_documented_in_joins_help_and_stops():
 
 
 def test_status_and_peers_take_seeds_discovery_and_a_token_from_the_same_table():
+    """--discovery's check is join's but for slurm and auto, which mean something inside a
+    Slurm job step only (config.options)."""
     for name in ("peers", "discovery", "token_file"):
         option = next(o for o in SUBCOMMAND_OPTIONS["status"] if o.name == name)
-        assert (option.check, option.kind, option.flag) == (BY_NAME[name].check, BY_NAME[name].kind,
-                                                            BY_NAME[name].flag)
+        check = discovery_problem if name == "discovery" else BY_NAME[name].check
+        assert (option.check, option.kind, option.flag) == (check, BY_NAME[name].kind, BY_NAME[name].flag)
     assert "--discovery" in help_of("peers")
     for name in ("stop_grace", "timeout", "peers", "discovery", "token_file"):
-        assert any(o.name == name and o.check is BY_NAME[name].check for o in SUBCOMMAND_OPTIONS["stop"])
+        check = discovery_problem if name == "discovery" else BY_NAME[name].check
+        assert any(o.name == name and o.check is check for o in SUBCOMMAND_OPTIONS["stop"])
 
 
 def test_stop_needs_a_job(capsys):

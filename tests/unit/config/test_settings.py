@@ -56,7 +56,7 @@ def test_names_of_every_option():
         "expect", "job", "command", "address", "interface", "port", "tf_port", "timeout",
         "stop_grace", "verbose", "quiet", "log_format", "timings", "max_restarts", "no_restart_on",
         "liveness_timeout", "same_file", "allow_mismatch", "python", "settle", "metrics_port",
-        "sync_dir", "sync_max_bytes", "token_file", "peers", "discovery", "abort_grace", "prewarm",
+        "sync_dir", "sync_max_bytes", "token_file", "peers", "discovery", "allow_hosts", "abort_grace", "prewarm",
         "gpus", "data_interface", "data_address",
         "output_dir", "output_max_bytes", "output_keep_rounds",
     }

@@ -71,10 +71,15 @@ def test_no_help_writes_a_default_of_its_own():
 
 
 def test_the_subcommands_share_the_join_options_checks_and_flags():
+    """... but --discovery, whose slurm and auto mean something inside a job step only."""
     for options in SUBCOMMAND_OPTIONS.values():
         for option in options:
             source = BY_NAME.get(option.name) or LOOK_OPTIONS[option.name]
-            assert (option.check, option.kind, option.flag) == (source.check, source.kind, source.flag)
+            assert (option.kind, option.flag) == (source.kind, source.flag)
+            if option.name == "discovery":
+                assert option.check("slurm") and not source.check("slurm") and not option.check("both")
+            else:
+                assert option.check == source.check
 
 
 def test_a_subcommand_option_has_one_flag_per_subcommand():

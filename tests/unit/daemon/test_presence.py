@@ -35,12 +35,12 @@ class FakeDiscovery:
         pass
 
 
-def presence(told: list[PeerView]) -> tuple[Presence, ViewHolder, FakeDiscovery]:
+def presence(told: list[PeerView], allowed=None) -> tuple[Presence, ViewHolder, FakeDiscovery]:
     config = JoinConfig(expect=3, job="j", command=("true",), timings=Timings(advertise_delay=0.0))
     views = ViewHolder(PeerView(ME), settle=0.0)
     views.listen(lambda: told.append(views.view))
     discovery = FakeDiscovery()
-    endpoint = SimpleNamespace(discovery=discovery, switch=lambda me: None)
+    endpoint = SimpleNamespace(discovery=discovery, switch=lambda me: None, allowed=allowed)
     node = Presence(config, endpoint, views, lambda: Phase.WAITING, lambda: False, lambda: None)  # type: ignore[arg-type]
     return node, views, discovery
 
@@ -56,6 +56,24 @@ def test_discovery_s_events_are_applied_by_the_view_and_told():
     told, view = asyncio.run(scenario())
     assert told == [PeerView(ME).seen(LOW), PeerView(ME).seen(LOW).gone(LOW.node_id)]
     assert view == told[-1]
+
+
+def test_a_node_of_the_job_outside_the_allowed_hosts_is_left_out_and_named_once(caplog):
+    """--allow-host (the Slurm step's nodes): a lower address outside them would otherwise
+    be elected; neither its advert nor a hint of it reaches the view."""
+    allowed = frozenset({ME.peer.address, ipaddress.ip_address("10.0.0.11")})
+    inside = advert("10.0.0.11", "cccccccc")
+
+    async def scenario() -> PeerView:
+        told: list[PeerView] = []
+        node, views, _ = presence(told, allowed)
+        for event in (Seen(LOW), Hinted(LOW), Seen(inside), Gone(LOW.node_id)):
+            node.on_discovery(event)
+        return views.view
+
+    view = asyncio.run(scenario())
+    assert set(view.others) == {inside.node_id}
+    assert caplog.text.count("a host outside the job: 10.0.0.9 is not one of the hosts allowed") == 1
 
 
 def test_a_hint_of_a_known_node_tells_nothing():

@@ -29,7 +29,8 @@ from paths import REPO
 
 WIDTH = 1280
 # Pages with diagrams, wide tables or long code blocks.
-PAGES = ["architecture/", "reference/", "", "benchmarks/", "troubleshooting/", "guide/", "operations/"]
+PAGES = ["architecture/", "reference/", "", "benchmarks/", "troubleshooting/", "guide/", "operations/",
+         "start/first-job/"]
 
 # Before the theme's bundle: shadow roots open, so the check can look inside the diagrams.
 _OPEN_SHADOWS = """<script>

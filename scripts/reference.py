@@ -114,13 +114,17 @@ def _option_rows(subcommand: str, parser: argparse.ArgumentParser, with_sources:
             help_text = _cell((action.help or "").replace("%%", "%"))
             row = [_spelling(action)]
             if with_sources:
+                # the variable and the key under the meaning: as columns of their own, the
+                # meaning would be squeezed to a few words a line at 1280 px
                 if option is not None and (subcommand == "join" or option.group == "output") and option.name in BY_NAME:
-                    row += [f"`{variable_name(option.name)}`", f"`{file_key(option.name)}`"]
+                    sources = f"variable `{variable_name(option.name)}`, config key `{file_key(option.name)}`"
                 elif action.dest == "config":
-                    row += [f"`{CONFIG_VARIABLE}`", "-"]
+                    sources = f"variable `{CONFIG_VARIABLE}`"
                 else:
-                    row += ["-", "-"]
-            row += [_cell(title), _default(option, action), help_text]
+                    sources = "command line only"
+                row += [_cell(title), _default(option, action), f"{help_text}<br>{sources}"]
+            else:
+                row += [_cell(title), _default(option, action), help_text]
             yield "| " + " | ".join(row) + " |"
 
 
@@ -131,14 +135,15 @@ def _section(name: str, summary: str, parser: argparse.ArgumentParser) -> list[s
         if paragraph.strip():
             lines += [" ".join(paragraph.split()), ""]
     if with_sources:
-        lines += ["| option | variable | config key | group | default | meaning |", "|---|---|---|---|---|---|"]
+        lines += ["| option | group | default | meaning |", "|---|---|---|---|"]
     else:
         lines += ["| option | group | default | meaning |", "|---|---|---|---|"]
     lines += list(_option_rows(name, parser, with_sources))
     if with_sources:  # the command is what follows --, not a flag, but has a variable and a key
         for option in (o for o in OPTIONS if o.name == "command"):
-            lines.append(f"| `-- COMMAND [ARG ...]` | `{variable_name(option.name)}` | `{file_key(option.name)}` | "
-                         f"{option.group} | {_MADE['command']} | {_cell(option.help_text)} |")
+            lines.append(f"| `-- COMMAND [ARG ...]` | {option.group} | {_MADE['command']} | "
+                         f"{_cell(option.help_text)}<br>variable `{variable_name(option.name)}`, "
+                         f"config key `{file_key(option.name)}` |")
     lines.append("")
     if not with_sources and name != "join":
         lines += ["These options are read from the command line only; `-v`, `-q` and `--log-format` "

@@ -30,7 +30,7 @@ from paths import REPO
 WIDTH = 1280
 # Pages with diagrams, wide tables or long code blocks.
 PAGES = ["architecture/", "reference/", "", "benchmarks/", "troubleshooting/", "guide/", "operations/",
-         "start/first-job/"]
+         "start/first-job/", "start/install/"]
 
 # Before the theme's bundle: shadow roots open, so the check can look inside the diagrams.
 _OPEN_SHADOWS = """<script>

@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -146,16 +147,24 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         server.server_close()
 
 
-def look(url: str, tmp: Path) -> dict:
-    """What the check script found on the page at URL, opened WIDTH px wide with no name resolution."""
-    shown = subprocess.run(
-        [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
-         f"--user-data-dir={tmp}", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1", f"--window-size={WIDTH},1000",
-         # virtual time: the page's timers run as fast as the machine allows, however loaded
-         "--virtual-time-budget=60000", "--dump-dom", url],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "TMPDIR": str(tmp)})
+def look(url: str) -> dict:
+    """What the check script found on the page at URL, opened WIDTH px wide with no name resolution.
+    A browser that dumped no page at all (killed: on a machine short of memory) is started
+    again, twice at most; a page dumped without the check's report fails."""
+    for _ in range(3):
+        # a short path: Chromium's socket in it must fit a Unix socket's 108 bytes
+        with tempfile.TemporaryDirectory(prefix="rdv-chromium-", dir="/tmp") as profile:
+            shown = subprocess.run(
+                [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
+                 f"--user-data-dir={profile}", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+                 f"--window-size={WIDTH},1000",
+                 # virtual time: the page's timers run as fast as the machine allows, however loaded
+                 "--virtual-time-budget=60000", "--dump-dom", url],
+                capture_output=True, text=True, timeout=300, env={**os.environ, "TMPDIR": profile})
+        if "</html>" in shown.stdout:
+            break
     found = re.search(r'<pre id="rendezvous-check">(.*?)</pre>', shown.stdout, re.S)
-    assert found, f"the check did not run on {url}: {shown.stderr[-2000:]}"
+    assert found, f"the check did not run on {url} (exit {shown.returncode}): {shown.stderr[-3000:]}"
     return json.loads(html.unescape(found[1]))
 
 
@@ -164,8 +173,8 @@ def _fences(page: str) -> int:
     return len(re.findall(r"^```mermaid$", source.read_text(), re.M))
 
 
-def test_every_diagram_of_architecture_is_drawn_offline(site, tmp_path):
-    report = look(site + "architecture/", tmp_path)
+def test_every_diagram_of_architecture_is_drawn_offline(site):
+    report = look(site + "architecture/")
     expected = _fences("architecture/")
     assert expected >= 4
     assert report["undrawn"] == 0, f"{report['undrawn']} diagrams left as text: {report}"
@@ -175,8 +184,8 @@ def test_every_diagram_of_architecture_is_drawn_offline(site, tmp_path):
 
 
 @pytest.mark.parametrize("page", PAGES)
-def test_tables_fit_and_nothing_is_cut_or_split_at_1280_px(site, tmp_path, page):
-    report = look(site + page, tmp_path)
+def test_tables_fit_and_nothing_is_cut_or_split_at_1280_px(site, page):
+    report = look(site + page)
     assert report["width"] == WIDTH
     assert not report["wideTables"], f"/{page}: tables wider than the page (cut, or scrolled): {report['wideTables']}"
     assert not report["cut"], f"/{page}: cut off with no scrollbar: {report['cut']}"

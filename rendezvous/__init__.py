@@ -11,7 +11,7 @@ from .errors import (
     RendezvousTimeout,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "AddressError",

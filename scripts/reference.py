@@ -4,7 +4,9 @@ docs/index.md (the site's home page) from README.md.
 Every subcommand of `rendezvous`, every option it takes (read from the parser itself, so
 an option added anywhere appears), and for the options of the table
 (rendezvous/config/options.py) their RENDEZVOUS_* variable, config-file key and default;
-then each subcommand's exit statuses, from its --help epilog.
+then each subcommand's exit statuses, from its --help epilog; the variables the command
+gets (rendezvous/core/tf_config.py's COMMAND_VARIABLES); and the API of `rendezvous.script`
+from its docstrings.
 
 The home page is the README with its links made relative to docs/, so the two never differ.
 
@@ -15,7 +17,9 @@ Usage: scripts/gen-reference [OUT]   (the reference: default docs/reference.md; 
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
+import typing
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -25,6 +29,8 @@ sys.path.insert(0, str(ROOT))
 from rendezvous.cli.main import build_parser  # noqa: E402
 from rendezvous.config.options import BY_NAME, OPTIONS, SUBCOMMAND_OPTIONS, Option, show_default  # noqa: E402
 from rendezvous.config.sources import CONFIG_VARIABLE, file_key, variable_name  # noqa: E402
+from rendezvous.core.tf_config import COMMAND_VARIABLES, OPTIONAL_VARIABLES  # noqa: E402
+import rendezvous.script  # noqa: E402
 
 HEADER = """\
 # Command-line reference
@@ -33,7 +39,9 @@ HEADER = """\
 (rendezvous/config/options.py). Do not edit: run scripts/gen-reference. A test fails
 while this page is stale. -->
 
-Every subcommand of `rendezvous`, each option it takes, and its exit statuses. For
+Every subcommand of `rendezvous`, each option it takes, and its exit statuses; then
+[the variables the command gets](#the-commands-environment) and
+[the API of `rendezvous.script`](#the-helper-rendezvousscript). For
 `rendezvous join`, every option can also be given as a `RENDEZVOUS_*` environment variable
 or as a key of the TOML config file: the command line wins over the environment, the
 environment over the file (see [Operations](operations.md#options-from-a-file-and-the-environment)).
@@ -106,13 +114,17 @@ def _option_rows(subcommand: str, parser: argparse.ArgumentParser, with_sources:
             help_text = _cell((action.help or "").replace("%%", "%"))
             row = [_spelling(action)]
             if with_sources:
+                # the variable and the key under the meaning: as columns of their own, the
+                # meaning would be squeezed to a few words a line at 1280 px
                 if option is not None and (subcommand == "join" or option.group == "output") and option.name in BY_NAME:
-                    row += [f"`{variable_name(option.name)}`", f"`{file_key(option.name)}`"]
+                    sources = f"variable `{variable_name(option.name)}`, config key `{file_key(option.name)}`"
                 elif action.dest == "config":
-                    row += [f"`{CONFIG_VARIABLE}`", "-"]
+                    sources = f"variable `{CONFIG_VARIABLE}`"
                 else:
-                    row += ["-", "-"]
-            row += [_cell(title), _default(option, action), help_text]
+                    sources = "command line only"
+                row += [_cell(title), _default(option, action), f"{help_text}<br>{sources}"]
+            else:
+                row += [_cell(title), _default(option, action), help_text]
             yield "| " + " | ".join(row) + " |"
 
 
@@ -123,20 +135,68 @@ def _section(name: str, summary: str, parser: argparse.ArgumentParser) -> list[s
         if paragraph.strip():
             lines += [" ".join(paragraph.split()), ""]
     if with_sources:
-        lines += ["| option | variable | config key | group | default | meaning |", "|---|---|---|---|---|---|"]
+        lines += ["| option | group | default | meaning |", "|---|---|---|---|"]
     else:
         lines += ["| option | group | default | meaning |", "|---|---|---|---|"]
     lines += list(_option_rows(name, parser, with_sources))
     if with_sources:  # the command is what follows --, not a flag, but has a variable and a key
         for option in (o for o in OPTIONS if o.name == "command"):
-            lines.append(f"| `-- COMMAND [ARG ...]` | `{variable_name(option.name)}` | `{file_key(option.name)}` | "
-                         f"{option.group} | {_MADE['command']} | {_cell(option.help_text)} |")
+            lines.append(f"| `-- COMMAND [ARG ...]` | {option.group} | {_MADE['command']} | "
+                         f"{_cell(option.help_text)}<br>variable `{variable_name(option.name)}`, "
+                         f"config key `{file_key(option.name)}` |")
     lines.append("")
     if not with_sources and name != "join":
         lines += ["These options are read from the command line only; `-v`, `-q` and `--log-format` "
                   "mean what they mean for `join`.", ""]
     if parser.epilog:
         lines += ["### Exit status", "", "```text", parser.epilog.strip("\n"), "```", ""]
+    return lines
+
+
+def _environment() -> list[str]:
+    lines = ["## The command's environment", "",
+             "Every node's command starts with these variables on top of the environment of `rendezvous join` "
+             "(which it inherits, less systemd's `NOTIFY_SOCKET` and watchdog variables). The last three are "
+             "set only with the option named, and only when the inherited environment does not set them.", "",
+             "| variable | always | what it holds |", "|---|---|---|"]
+    for name, meaning in COMMAND_VARIABLES.items():
+        lines.append(f"| `{name}` | {'no' if name in OPTIONAL_VARIABLES else 'yes'} | {_cell(meaning)} |")
+    return lines + [""]
+
+
+def _annotation(value: object) -> str:
+    if isinstance(value, typing.ForwardRef):
+        return value.__forward_arg__
+    return value if isinstance(value, str) else getattr(value, "__name__", str(value))
+
+
+def _signature(obj: object) -> str:
+    parameters = []
+    for p in inspect.signature(obj).parameters.values():  # type: ignore[arg-type]
+        text = p.name if p.annotation is inspect.Parameter.empty else f"{p.name}: {_annotation(p.annotation)}"
+        if p.default is not inspect.Parameter.empty:
+            text += f" = {p.default!r}"
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and "*" not in parameters:
+            parameters.append("*")
+        parameters.append(text)
+    returns = inspect.signature(obj).return_annotation  # type: ignore[arg-type]
+    shown = "" if inspect.isclass(obj) or returns is inspect.Signature.empty else f" -> {_annotation(returns)}"
+    return "(" + ", ".join(parameters) + ")" + shown
+
+
+def _script_api() -> list[str]:
+    module = rendezvous.script
+    lines = ["## The helper: `rendezvous.script`", "",
+             "`import rendezvous.script as rdv` in a training script: it needs neither TensorFlow nor the daemon. "
+             "Made from the module's docstrings; [the guide](guide/your-script.md) shows it at work.", ""]
+    for name in module.__all__:
+        obj = getattr(module, name)
+        if isinstance(obj, str):
+            lines += [f"### `{name}`", "", f"`{obj!r}`: the name of the variable it reads.", ""]
+            continue
+        kind = "class" if inspect.isclass(obj) else "def"
+        lines += [f"### `{name}`", "", "```python", f"{kind} {name}{_signature(obj)}", "```", "",
+                  inspect.getdoc(obj) or "", ""]
     return lines
 
 
@@ -153,6 +213,8 @@ def render() -> str:
     lines.append("")
     for name, sub in commands.choices.items():
         lines += _section(name, summaries.get(name, ""), sub)
+    lines += _environment()
+    lines += _script_api()
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -12,12 +12,14 @@ import logging
 import os
 import signal
 import sys
+import textwrap
 from typing import Callable, Optional, Sequence
 
 from .. import __version__
 from ..config.join import LogConfig
 from ..config.options import BY_NAME, LOG_OPTIONS, OPTIONS, SUBCOMMAND_OPTIONS, Kind, Option
 from ..config.timings import Timings
+from ..core.tf_config import COMMAND_VARIABLES, OPTIONAL_VARIABLES
 from ..errors import (
     AddressError,
     CommandNotExecutable,
@@ -51,12 +53,14 @@ exit status:
   129/130/143  stopped by SIGHUP/SIGINT/SIGTERM while waiting
 """
 
-JOIN_DESCRIPTION = f"""\
-Find the other peers of JOB on the local network (mDNS/DNS-SD) or through seeds
-(--peer, where multicast does not pass), agree on one ordered member list (worker 0 =
-lowest address), and start COMMAND on every peer at the same moment with TF_CONFIG,
-RENDEZVOUS_RANK, RENDEZVOUS_WORLD_SIZE, RENDEZVOUS_JOB and RENDEZVOUS_COORDINATOR set.
-Run the same command on every node.
+JOIN_DESCRIPTION = textwrap.fill(
+    "Find the other peers of JOB on the local network (mDNS/DNS-SD) or through seeds (--peer, where "
+    "multicast does not pass), agree on one ordered member list (worker 0 = lowest address), and start "
+    "COMMAND on every peer at the same moment with " + ", ".join(
+        v for v in COMMAND_VARIABLES if v not in OPTIONAL_VARIABLES) + " set (and "
+    + ", ".join(OPTIONAL_VARIABLES) + " with --gpus and --data-interface). Run the same command on every node.",
+    88, break_on_hyphens=False) + f"""
+
 
 Without COMMAND the bundled MultiWorkerMirroredStrategy trainer runs
 (`python -m trainer`); a COMMAND that starts with '-' is passed to it as options,

@@ -6,13 +6,41 @@ import json
 from typing import Any, Mapping, Optional, Sequence
 
 from .digest import sha256_hex
-from .gpus import device_environment
+from .failure import ERROR_FILE_VARIABLE
+from .gpus import SOCKET_VARIABLES, VISIBLE, device_environment
 from .peer import Peer
+from .progress import VARIABLE as PROGRESS_VARIABLE
 from .record import record
 
 #: systemd's notify protocol, meant for the daemon only: the command it starts does not
 #: inherit them (a command that wrote READY=1 would speak for the daemon).
 NOTIFY_VARIABLES = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
+
+#: Every variable the command gets on top of the environment it inherits, and what it holds:
+#: the one list of them (`join --help` and the reference are made from it; a test checks it
+#: against what `command_environment` sets).
+COMMAND_VARIABLES: Mapping[str, str] = {
+    "TF_CONFIG": 'the cluster and this worker\'s task: `{"cluster": {"worker": [HOST:TF_PORT, ...]}, '
+                 '"task": {"type": "worker", "index": RANK}}`, the same ordered list on every node',
+    "RENDEZVOUS_RANK": "this worker's index in the list, 0 to WORLD_SIZE - 1 (worker 0 is the chief)",
+    "RENDEZVOUS_WORLD_SIZE": "the number of workers of this round",
+    "RENDEZVOUS_JOB": "the job's name (`--job`)",
+    "RENDEZVOUS_ROUND": "the round: 1, then one more after each restart",
+    "RENDEZVOUS_RESTART_COUNT": "the restarts so far (the round less 1)",
+    "RENDEZVOUS_NODE_ID": "this node's random id, as `rendezvous status` and the logs show it",
+    "RENDEZVOUS_COORDINATOR": "`ADDRESS:PORT` of the coordinating daemon (rendezvous' own gRPC port, not TensorFlow's)",
+    "RENDEZVOUS_CLUSTER_DIGEST": "a digest of the member list, the same on every node of the round",
+    PROGRESS_VARIABLE: "a file the command may append progress lines to (JSON objects; `rendezvous.script` "
+                       "does it for a Keras model)",
+    ERROR_FILE_VARIABLE: "a file the command may write the exception it dies of to (JSON; `rendezvous.script` "
+                         "does it), shown by every node when the command fails",
+    VISIBLE: "with `--gpus`: the GPUs of this node the command uses (not set when it is inherited)",
+    SOCKET_VARIABLES[0]: "with `--data-interface` or `--data-address`: the interface of the data network, "
+                         "for NCCL (not set when it is inherited)",
+    SOCKET_VARIABLES[1]: "the same, for Gloo",
+}
+#: The variables that depend on an option: every other one is always set.
+OPTIONAL_VARIABLES = (VISIBLE, *SOCKET_VARIABLES)
 
 
 @record

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import re
 import runpy
 import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -184,14 +186,28 @@ def test_status_runs_as_the_docs_show_it(tmp_path):
     assert "| 7 |" in TROUBLESHOOTING.read_text()
 
 
-# -- troubleshooting covers every logged warning and error --------------------------------------
+# -- troubleshooting explains every message rendezvous can print ---------------------------------
+#
+# What a user sees at the default verbosity: every log call of level INFO and up (`log.info`,
+# `.warning`, `.error`, `.exception`, `.critical`, `log.log(LEVEL, ...)`; DEBUG needs -v), every
+# write to stderr (`print(..., file=sys.stderr)`, `sys.stderr.write`), and the message of every
+# raised RendezvousError (the CLI prints it as `rendezvous: error: MESSAGE`).
 
-_LEVELS = {"warning", "error", "exception", "critical"}
-# Messages whose text is made elsewhere (logged as "%s"): the phrase the page must hold for each,
-# by module and the function that logs it.
+_LEVELS = {"info", "warning", "error", "exception", "critical"}
+_LOGGERS = ("log", "self._log", "logger")
+# Messages whose text is made elsewhere (logged as "%s", raised from a variable): the phrase the
+# page must hold for each, by module and the function that prints it.
 DYNAMIC = {
     "daemon/commandside.py:log_failure": "followed by lines indented by four spaces",
     "cli/main.py:_report_error": "rendezvous: error:",
+    "cli/show.py:show_status": "each one's reason joined by `; `",
+    "config/options.py:check_value": "`--OPTION PROBLEM`",
+    "config/sources.py:_read": "`RENDEZVOUS_VARIABLE PROBLEM, got VALUE`",
+    "config/sources.py:_read_timings_table": "`FILE: key PROBLEM`",
+    "config/sources.py:read_config_file": "`config file %s: %s`",
+    "coordinator/client.py:_ask": "a job that needs a token (exit 4)",
+    "daemon/resources.py:bind_resources": "`--port %d: ...`",
+    "observe/console.py:update": "peers seen: ADDRESS (...) [coordinator], ...`",
     "coordinator/_guard.py:warn": "at most once per address and kind",
     "coordinator/_join.py:serve": "rejected %s: %s",
     "daemon/joiner.py:_follow": "allowed by --allow-mismatch",
@@ -209,56 +225,166 @@ DYNAMIC = {
 }
 
 
-def logged_messages() -> list[tuple[str, str]]:
-    """(module:function, format string) of every warning and error logged in rendezvous/."""
+def _error_classes() -> set[str]:
+    """Names of RendezvousError and every class below it, wherever in rendezvous/ it is defined."""
+    bases: dict[str, set[str]] = {}
+    for path in _modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                bases[node.name] = {ast.unparse(b).rpartition(".")[2] for b in node.bases}
+    found = {"RendezvousError"}
+    while True:
+        more = {name for name, of in bases.items() if of & found} - found
+        if not more:
+            return found
+        found |= more
+
+
+def _modules() -> list[Path]:
+    return [p for p in sorted((REPO / "rendezvous").rglob("*.py")) if "v1" not in p.parts]
+
+
+def _literal(node: ast.AST) -> str:
+    """The text of a message argument, `%s` where a value goes: a string, an f-string, a sum."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else "%s" for v in node.values)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
+        return _literal(node.left) + ("%s" + _literal(node.right) if isinstance(node.op, ast.Add) else "")
+    return ""
+
+
+def _message(node: ast.AST, errors: set[str]) -> Optional[ast.AST]:
+    """The message argument when NODE prints or raises one a user sees, else None."""
+    if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
+        name = ast.unparse(node.exc.func).rpartition(".")[2]
+        if name in errors:
+            return node.exc.args[0] if node.exc.args else ast.Constant("")
+        return None
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    if isinstance(func, ast.Name) and func.id == "print":
+        if any(k.arg == "file" and ast.unparse(k.value) == "sys.stderr" for k in node.keywords) and node.args:
+            return node.args[0]
+        return None
+    if not isinstance(func, ast.Attribute):
+        return None
+    owner = ast.unparse(func.value)
+    if owner in _LOGGERS and func.attr in _LEVELS and node.args:
+        return node.args[0]
+    if owner in _LOGGERS and func.attr == "log" and len(node.args) > 1:
+        level = ast.unparse(node.args[0])
+        return node.args[1] if "DEBUG" not in level else None
+    if func.attr == "warn" and owner.endswith("_guard") and len(node.args) > 2:
+        return node.args[2]
+    if func.attr == "write" and owner == "sys.stderr" and node.args:
+        return node.args[0]
+    return None
+
+
+def printed_messages() -> list[tuple[str, str]]:
+    """(module:function, message with `%s` for values) of every message a user can see."""
+    errors = _error_classes()
     found = []
-    for path in sorted((REPO / "rendezvous").rglob("*.py")):
-        if "v1" in path.parts:
-            continue
+    for path in _modules():
         where = str(path.relative_to(REPO / "rendezvous"))
-        tree = ast.parse(path.read_text())
-        for function in ast.walk(tree):
+        for function in ast.walk(ast.parse(path.read_text())):
             if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             for node in ast.walk(function):
-                if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
-                    continue
-                if node.func.attr in _LEVELS and ast.unparse(node.func.value) in ("log", "self._log", "logger"):
-                    at = 0
-                elif node.func.attr == "warn" and ast.unparse(node.func.value).endswith("_guard"):
-                    at = 2
-                else:
-                    continue
-                if len(node.args) > at:
-                    arg = node.args[at]
-                    text = arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else ""
-                    found.append((f"{where}:{function.name}", text))
+                message = _message(node, errors)
+                if message is not None:
+                    found.append((f"{where}:{function.name}", _literal(message)))
     return sorted(set(found))
 
 
+_VALUE = re.compile(r"%[-#0 +]?\d*(?:\.\d+)?[sdrgf%]")
+
+
 def _fragment(message: str) -> str:
-    """The longest literal part of a %-format string."""
-    return max(re.split(r"%[-#0 +]?\d*(?:\.\d+)?[sdrgf%]", message), key=len).strip()
+    """The longest literal part of a message: what is left between its %-format values."""
+    return max(_VALUE.split(message), key=len).strip()
 
 
-def test_the_logged_messages_are_found():
-    assert len(logged_messages()) >= 40
+def _explained(message: str, page: str) -> Optional[bool]:
+    """Whether PAGE quotes MESSAGE: its longest literal part, or, when each part is short, all of
+    them in order (values and `...` between them); None when too little of it is literal."""
+    if len(_fragment(message).replace(" ", "")) >= 12:
+        return _fragment(message) in page
+    parts = [p.strip() for p in _VALUE.split(message) if p.strip()]
+    if len("".join(parts).replace(" ", "")) < 12:
+        return None
+    return re.search(".{0,40}?".join(map(re.escape, parts)), page) is not None
 
 
-@pytest.mark.parametrize("where, message", logged_messages())
-def test_troubleshooting_covers_every_logged_warning_and_error(where, message):
+def test_the_printed_messages_are_found():
+    messages = printed_messages()
+    assert len(messages) >= 150
+    kinds = " ".join(text for _, text in messages)
+    # one of each kind: a log line (INFO), a log.log line, a write to stderr, a raised error
+    for text in ("members ready: releasing", "round %d of job %r aborted", "cannot write the error file",
+                 "stop needs --job NAME"):
+        assert text in kinds, text
+
+
+@pytest.mark.parametrize("where, message", printed_messages())
+def test_troubleshooting_explains_every_printed_message(where, message):
     page = " ".join(TROUBLESHOOTING.read_text().split())
-    fragment = _fragment(message)
-    if len(fragment.replace(" ", "")) >= 12:
-        assert fragment in page, f"docs/troubleshooting.md does not explain {where}: {message!r}"
+    explained = _explained(message, page)
+    if explained is not None:
+        assert explained, f"docs/troubleshooting.md does not explain {where}: {message!r}"
     else:
-        assert where in DYNAMIC, f"{where} logs {message!r}: add what docs/troubleshooting.md says of it to DYNAMIC"
+        assert where in DYNAMIC, f"{where} prints {message!r}: add what docs/troubleshooting.md says of it to DYNAMIC"
         assert DYNAMIC[where] in page, f"docs/troubleshooting.md does not explain {where} ({DYNAMIC[where]!r})"
 
 
-def test_every_dynamic_entry_names_a_message_still_logged():
-    logged = {where for where, _ in logged_messages()}
-    assert not set(DYNAMIC) - logged, "entries of DYNAMIC whose message is gone"
+def test_every_dynamic_entry_names_a_message_still_printed():
+    printed = {where for where, _ in printed_messages()}
+    assert not set(DYNAMIC) - printed, "entries of DYNAMIC whose message is gone"
+
+
+# -- the first job's page: a real run's output, which must still be what the code prints --------
+
+FIRST_JOB = DOCS / "start" / "first-job.md"
+_LOG_LINE = re.compile(r"^\d\d:\d\d:\d\d\.\d{3} rendezvous (?:INFO|WARNING|ERROR) (.*)$", re.M)
+
+
+def _pattern(message: str) -> re.Pattern[str]:
+    return re.compile(".*?".join(re.escape(part) for part in _VALUE.split(message)), re.S)
+
+
+def test_the_first_job_page_was_generated_from_its_script():
+    page = FIRST_JOB.read_text()
+    generator = runpy.run_path(str(REPO / "scripts" / "firstjob.py"))
+    assert "Generated by scripts/gen-reference --first-job" in page
+    assert f"```python\n{generator['COMMAND'].rstrip()}\n```" in page, "first-job.md is stale: scripts/gen-reference --first-job"
+
+
+def test_every_log_line_of_the_first_job_is_one_the_code_still_prints():
+    """Cheap: no run. A message reworded, or one no longer logged, makes the page stale."""
+    lines = _LOG_LINE.findall(FIRST_JOB.read_text())
+    assert len(lines) >= 15
+    formats = [_pattern(message) for _, message in printed_messages() if len(_fragment(message)) >= 3]
+    for line in lines:
+        assert any(f.fullmatch(line) for f in formats), \
+            f"docs/start/first-job.md shows {line!r}, which no message of the code prints: scripts/gen-reference --first-job"
+
+
+def test_the_first_jobs_json_has_the_keys_status_json_has_today():
+    """`status --json` as the page shows it, against the keys the code writes for a daemon."""
+    import ipaddress
+
+    from rendezvous.core.peer import Peer
+    from rendezvous.core.size import Size
+    from rendezvous.core.status import NodeStatus, status_to_dict
+
+    shown = json.loads(re.search(r"^\$ rendezvous status --json\n(.*?)^```", FIRST_JOB.read_text(), re.M | re.S)[1])
+    node = Peer(node_id="5f0c2a81e6d3", address=ipaddress.ip_address("127.0.0.1"), port=29630, tf_port=29631)
+    today = {"daemon_pid", *status_to_dict(NodeStatus(node=node, job="first", expect=Size.fixed(2)))}
+    assert len(shown) == 2 and all(set(daemon) == today for daemon in shown), \
+        "docs/start/first-job.md is stale: scripts/gen-reference --first-job"
 
 
 def test_troubleshooting_lists_every_exit_status_of_the_error_tree():

@@ -507,7 +507,7 @@ def test_version():
     result = rendezvous("--version")
     assert result.returncode == 0
     assert result.stdout.strip() == f"rendezvous {__version__}"
-    assert __version__ == "0.1.0"
+    assert __version__ == "0.2.0"
 
 
 def test_top_level_help_lists_join():

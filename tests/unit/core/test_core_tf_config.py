@@ -264,3 +264,19 @@ def test_launch_environment_ipv6_coordinator_is_bracketed():
 def test_launch_environment_for_a_stranger_is_a_key_error():
     with pytest.raises(KeyError):
         launch_environment(three(), "dddddddd")
+
+
+def test_the_list_of_variables_is_what_the_command_gets():
+    """COMMAND_VARIABLES (join --help and the reference are made from it) names every variable
+    command_environment sets with every option on, and only those; the others are always set."""
+    from rendezvous.core.failure import ERROR_FILE_VARIABLE
+    from rendezvous.core.progress import VARIABLE as PROGRESS_VARIABLE
+    from rendezvous.core.tf_config import COMMAND_VARIABLES, OPTIONAL_VARIABLES, command_environment
+
+    membership = Membership(job="j", round=1, members=(A, B), gpus=1)
+    files = {PROGRESS_VARIABLE: "/run/p", ERROR_FILE_VARIABLE: "/run/e"}
+    every = command_environment(membership, A.node_id, {}, ("0", "1"), "eth1", files)
+    assert set(every) == set(COMMAND_VARIABLES)
+    fewest = command_environment(replace(membership, gpus=None), A.node_id, {}, (), None, files)
+    assert set(fewest) == set(COMMAND_VARIABLES) - set(OPTIONAL_VARIABLES)
+    assert ENV_KEYS | set(files) == set(fewest)

@@ -210,6 +210,7 @@ DYNAMIC = {
     "observe/console.py:update": "peers seen: ADDRESS (...) [coordinator], ...`",
     "coordinator/_guard.py:warn": "at most once per address and kind",
     "coordinator/_join.py:serve": "rejected %s: %s",
+    "config/slurm.py:read_step": "the variable's name, then what is wrong with its host list",
     "daemon/joiner.py:_follow": "allowed by --allow-mismatch",
     "daemon/node.py:_main_loop": "round %d ended: %s; round %d starts",
     "daemon/presence.py:_name_left_out": "it is left out; give it an IPv4 address",

@@ -209,7 +209,9 @@ def test_a_daemon_whose_command_puts_a_fifo_there_still_obeys_sigterm(tmp_path):
     ended it, and the other nodes lost the round."""
     from peers import DEFAULT_TIMEOUT, join_argv, start_peer
 
-    command = ["sh", "-c", 'rm -f "$RENDEZVOUS_PROGRESS_FILE" && mkfifo "$RENDEZVOUS_PROGRESS_FILE" && exec sleep 600']
+    # mkfifo beside it, then rename: the follower never finds the path missing (its one warning would
+    # then say so, not that the path is not a regular file)
+    command = ["sh", "-c", 'mkfifo "$RENDEZVOUS_PROGRESS_FILE.f" && mv -f "$RENDEZVOUS_PROGRESS_FILE.f" "$RENDEZVOUS_PROGRESS_FILE" && exec sleep 600']
     peer = start_peer(join_argv(1, f"fifo-{os.urandom(3).hex()}", tmp_path, "127.0.0.2", ["--discovery", "unicast"],
                                 command), tmp_path, "fifo")
     try:

@@ -7,10 +7,10 @@ from __future__ import annotations
 import logging
 import os
 import signal
-from typing import Optional
+from typing import Mapping, Optional
 
 from ..core import member as machine
-from ..core.failure import Failure, bounded, failure_to_dict
+from ..core.failure import Failure, bounded, failure_to_dict, recognized, scrub
 from ..core.gpus import SOCKET_VARIABLES, VISIBLE, describe_devices
 from ..core.peer import Peer
 from ..core.preflight import Fingerprint
@@ -31,6 +31,15 @@ def log_failure(failure: Failure) -> None:
         log.error("    %s", line)
 
 
+def warn_inherited_tf_config(environ: Mapping[str, str]) -> None:
+    """A TF_CONFIG in this daemon's environment (a hand-written launch script's leftover) is
+    never the command's: every round replaces it with the one built for that round. Said
+    once at the start, naming it, so that nobody believes it is used."""
+    if "TF_CONFIG" in environ:
+        log.warning("TF_CONFIG is set in this daemon's environment (%s): the command gets the one rendezvous "
+                    "builds for each round instead; unset it", scrub(environ["TF_CONFIG"], 200))
+
+
 def signal_name(number: Optional[int]) -> str:
     try:
         return signal.Signals(number).name if number else ""
@@ -40,7 +49,8 @@ def signal_name(number: Optional[int]) -> str:
 
 def describe_failure(me: Peer, membership: Optional[Membership], report: machine.Report, launcher: Launcher,
                      error: Optional[ErrorReport]) -> Failure:
-    """Why this node's command failed: its error file when it wrote one, else its stderr's tail."""
+    """Why this node's command failed: its error file when it wrote one, else its stderr's
+    tail; a failure with a known fix is recognized here, where this node's TF port is known."""
     failure = Failure(
         node_id=me.node_id, address=str(me.address), rank=membership.rank_of(me.node_id) if membership else None,
         exit_code=report.exit_code, signal="" if report.reason else signal_name(launcher.signal),
@@ -49,7 +59,8 @@ def describe_failure(me: Peer, membership: Optional[Membership], report: machine
     if error is not None:
         failure = replace(failure, error_type=error.error_type, message=error.message, tail=error.traceback,
                           from_error_file=True)
-    return bounded(failure)  # well within a request's size, however the command wrote
+    tf_port = membership.members[membership.rank_of(me.node_id)].tf_port if membership else None
+    return recognized(bounded(failure), tf_port)  # well within a request's size, however the command wrote
 
 
 def log_devices(membership: Membership, env: dict[str, str], fingerprint: Optional[Fingerprint], gpus: str,

@@ -1,0 +1,61 @@
+"""Known failures recognized in real TensorFlow runs: each script fails as a user's does,
+run by two `rendezvous join --expect 2` on loopback addresses, and every node's failure
+line then carries the fix and the troubleshooting link. TensorFlow's own multi-worker
+tutorial is one of them, as written (Keras 3), and trains once the fix is applied."""
+
+from __future__ import annotations
+
+import secrets
+import sys
+from pathlib import Path
+
+import pytest
+
+from peers import join_argv, start_peer
+from rendezvous.core.known_failures import GROUP_SIZE, KERAS3_FIT, SCRIPT_TF_CONFIG, STRATEGY_LATE, TF_PORT_IN_USE
+
+pytestmark = [pytest.mark.training]
+
+SUPPORT = Path(__file__).parents[2] / "support"
+TUTORIAL = SUPPORT / "tutorial" / "main.py"
+FAILURES = SUPPORT / "tf_failures.py"
+THREADS = {"TF_NUM_INTEROP_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1"}
+
+
+def run_two(tmp_path: Path, command: list[str], env: dict[str, str] = {}, restarts: str = "0") -> list[str]:
+    """Two nodes (127.0.0.2 and .3) run `command` to the end; their logs (exit status checked by the caller)."""
+    tmp_path.mkdir(exist_ok=True)
+    job = f"k-{secrets.token_hex(4)}"
+    peers = [
+        start_peer(join_argv(2, job, tmp_path, address, ["--max-restarts", restarts, "--timeout", "90"], command),
+                   tmp_path, f"node-{i}", extra_env={**THREADS, **env, "RENDEZVOUS_RUNTIME_DIR": str(tmp_path / f"run-{i}")})
+        for i, address in enumerate(["127.0.0.2", "127.0.0.3"])
+    ]
+    codes = [peer.wait() for peer in peers]
+    return [f"exit status {code}\n{peer.log}" for code, peer in zip(codes, peers)]
+
+
+def assert_every_node_shows(logs: list[str], known) -> None:
+    for log in logs:
+        assert not log.startswith("exit status 0"), log
+        (line,) = [l for l in log.splitlines() if "ERROR command failed:" in l]
+        assert line.endswith(f"; fix: {known.fix} (see {known.link})"), log
+
+
+def test_the_tutorials_code_fails_with_the_keras_3_fix_and_trains_once_it_is_applied(tmp_path):
+    """TensorFlow's "Multi-worker training with Keras" (tf.keras Sequential, model.fit), its
+    code unchanged but for generated data in place of the MNIST download."""
+    failed = run_two(tmp_path / "keras3", [sys.executable, str(TUTORIAL)], env={"TF_USE_LEGACY_KERAS": "0"})
+    assert_every_node_shows(failed, KERAS3_FIT)
+    assert all("Attempt to convert a value (PerReplica" in log for log in failed)
+    fixed = run_two(tmp_path / "legacy", [sys.executable, str(TUTORIAL)], env={"TF_USE_LEGACY_KERAS": "1"})
+    for log in fixed:
+        assert log.startswith("exit status 0"), log
+        assert "Epoch 3/3" in log and "command failed" not in log, log
+
+
+@pytest.mark.parametrize("mode, known", [
+    ("late", STRATEGY_LATE), ("group-size", GROUP_SIZE), ("port-held", TF_PORT_IN_USE), ("tf-config", SCRIPT_TF_CONFIG),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_each_known_failure_of_a_real_script_shows_its_fix_on_every_node(tmp_path, mode, known):
+    assert_every_node_shows(run_two(tmp_path, [sys.executable, str(FAILURES), mode]), known)

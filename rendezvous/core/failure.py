@@ -82,12 +82,15 @@ class Failure:
     def cause(self) -> str:
         """The one line that says why: `RuntimeError: shard 7 is corrupt`. A command killed
         by a signal was killed by it, whatever its stderr said last (often a line logged at
-        its start: TensorFlow's `failed call to cuInit`), so the signal is the cause; the
-        tail still follows as context."""
+        its start: TensorFlow's `failed call to cuInit`), so the signal is the cause, and
+        the reason of one failed though it did not exit (stopped, a peer's port blocked) is;
+        the tail still follows as context."""
         if self.from_error_file and (self.error_type or self.message):
             first = self.message.splitlines()[0] if self.message.strip() else ""
             return f"{self.error_type}: {first}" if self.error_type and first else self.error_type or first
-        if self.signal and not self.reason:
+        if self.reason:
+            return self.reason
+        if self.signal:
             return f"killed by {self.signal}"
         last = next((line.strip() for line in reversed(self.tail) if line.strip()), "")
         return last or self.reason or "nothing on stderr"
@@ -118,7 +121,7 @@ class Failure:
         command killed by a signal: `node ..., rank 2, killed by SIGKILL (exit 137)`."""
         rank = "no rank" if self.rank is None else f"rank {self.rank}"
         line = f"node {self.node_id} ({self.address}), {rank}, {self.ending}"
-        if self.cause != self.ending.partition(" (")[0]:
+        if self.from_error_file or not (self.reason or self.signal):  # else the ending says why
             line += f": {self.cause}"
         return f"{line}; {self.hint}" if self.hint else line
 
@@ -150,7 +153,7 @@ def recognized(failure: Failure, tf_port: Optional[int] = None) -> Failure:
     unchanged); `tf_port`: the failing node's port in the TF_CONFIG its command was given."""
     if failure.signal and not failure.reason:
         return failure  # killed from outside: whatever it printed before did not end it
-    lines = [failure.cause, *failure.message.splitlines(), *failure.tail]
+    lines = [failure.reason, failure.cause, *failure.message.splitlines(), *failure.tail]
     known = recognize(lines, tf_port)
     return replace(failure, known=known.key) if known else failure
 

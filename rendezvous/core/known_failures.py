@@ -69,9 +69,16 @@ TF_PORT_IN_USE = KnownFailure(
     "--tf-port (nodes sharing one machine need different ones)",
     "known-tf-port-in-use", (r"Could not start gRPC server", r"Failed to add port to server"),
 )
+TF_PORT_BLOCKED = KnownFailure(
+    "tf-port-blocked", "a TensorFlow port that does not answer",
+    "another node's TensorFlow port does not answer (a firewall drops it): fix the port with "
+    "--tf-port PORT on every node and open it between them, as --port",
+    "known-tf-port-blocked", (r"^TensorFlow port \S+ of .* does not answer",),
+)
+
 # In the order they are tried: the first that matches is the one shown.
 KNOWN_FAILURES: tuple[KnownFailure, ...] = (
-    KERAS3_FIT, STRATEGY_LATE, GROUP_SIZE, TF_PORT_IN_USE,
+    KERAS3_FIT, STRATEGY_LATE, GROUP_SIZE, TF_PORT_BLOCKED, TF_PORT_IN_USE,
 )
 _ALL = {known.key: known for known in (*KNOWN_FAILURES, SCRIPT_TF_CONFIG)}
 

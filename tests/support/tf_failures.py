@@ -7,6 +7,7 @@ Usage: tf_failures.py MODE
               GPU counts differ (rank 0: 2, the others: 3)
   port-held   rank 1 holds its own TensorFlow port (from TF_CONFIG) before the strategy
   tf-config   sets TF_CONFIG itself, as the classic tutorial does
+  plain       only creates the strategy (for a test that blocks a port)
 """
 
 import json

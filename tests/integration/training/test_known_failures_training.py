@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from peers import join_argv, start_peer
-from rendezvous.core.known_failures import GROUP_SIZE, KERAS3_FIT, SCRIPT_TF_CONFIG, STRATEGY_LATE, TF_PORT_IN_USE
+from rendezvous.core.known_failures import (
+    GROUP_SIZE, KERAS3_FIT, SCRIPT_TF_CONFIG, STRATEGY_LATE, TF_PORT_BLOCKED, TF_PORT_IN_USE)
 
 pytestmark = [pytest.mark.training]
 
@@ -59,3 +60,32 @@ def test_the_tutorials_code_fails_with_the_keras_3_fix_and_trains_once_it_is_app
 ], ids=lambda v: v if isinstance(v, str) else "")
 def test_each_known_failure_of_a_real_script_shows_its_fix_on_every_node(tmp_path, mode, known):
     assert_every_node_shows(run_two(tmp_path, [sys.executable, str(FAILURES), mode]), known)
+
+
+DROP_TF_PORT = """table inet blocked {
+  chain input {
+    type filter hook input priority 0;
+    tcp dport %d drop
+  }
+}
+"""
+
+
+@pytest.mark.netns
+def test_a_tensorflow_port_a_firewall_drops_fails_the_round_with_its_fix(make_network, tmp_path):
+    """Host 0 drops TCP to its TensorFlow port (rendezvous' port passes): the strategy's
+    start-up would wait for ever on both, silently; host 1 finds the port silent and fails."""
+    net = make_network(2)
+    port = 29631
+    blocked = net.hosts[0].run(["nft", "-f", "-"], input=DROP_TF_PORT % port, text=True, capture_output=True)
+    assert blocked.returncode == 0, blocked.stderr
+    job = f"k-{secrets.token_hex(4)}"
+    options = ["--tf-port", str(port), "--max-restarts", "0", "--timeout", "90", "--stop-grace", "2",
+               "--timings", "tf-port-silence=5"]
+    peers = [start_peer(join_argv(2, job, tmp_path, options=options, command=[sys.executable, str(FAILURES), "plain"]),
+                        tmp_path, host.name, popen=host.popen,
+                        extra_env={**THREADS, "RENDEZVOUS_RUNTIME_DIR": str(tmp_path / f"run-{host.index}")})
+             for host in net.hosts]
+    logs = [f"exit status {peer.wait()}\n{peer.log}" for peer in peers]
+    assert_every_node_shows(logs, TF_PORT_BLOCKED)
+    assert all(f"TensorFlow port {net.hosts[0].address}:{port} of rank 0" in log for log in logs), logs

@@ -2,7 +2,8 @@
 --tf-port 29631 --sync-dir ... --same-file train.py -- python train.py`), on two hosts
 (network namespaces: both use the same fixed TensorFlow port, as two machines would), each
 backing up to a directory of its own. One trainer is killed with SIGKILL in epoch 3: the
-job restarts by itself and both resume from the backup, not from epoch 1."""
+job restarts by itself and both resume from the backup, not from epoch 1; every node names
+the signal as the cause."""
 
 from __future__ import annotations
 
@@ -62,6 +63,10 @@ def test_the_readmes_own_script_resumes_from_its_backup_after_a_trainer_is_kille
     os.kill(trainer, signal.SIGKILL)
     for peer in peers:
         assert peer.wait(timeout=400) == 0, peer.log
+        # the signal is the cause everywhere, not TensorFlow's last line (`failed call to cuInit`)
+        (failed,) = [line for line in peer.log.splitlines() if "ERROR command failed:" in line]
+        assert failed.endswith("rank 1, killed by SIGKILL (exit 137)"), peer.log
+        assert "command exited with code 137: killed by SIGKILL; round 2 starts" in peer.log, peer.log
         before, starts, after = peer.log.partition("round 2 starts")
         assert starts, peer.log
         resumed = re.findall(r"^Epoch (\d+)/10", after, re.M)

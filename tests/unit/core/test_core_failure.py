@@ -80,8 +80,8 @@ def test_the_headline_names_node_rank_ending_and_the_last_line():
     killed = failure(exit_code=137, signal="SIGKILL", tail=())
     assert killed.headline() == "node bbbbbbbb (10.0.0.10), rank 1, killed by SIGKILL (exit 137)"
     stopped = failure(exit_code=6, reason="command stopped (SIGSTOP) for 5.1 s", rank=None, tail=())
-    assert stopped.headline().endswith("no rank, failed with exit code 6 (command stopped (SIGSTOP) for 5.1 s): "
-                                       "command stopped (SIGSTOP) for 5.1 s")
+    assert stopped.headline().endswith("no rank, failed with exit code 6 (command stopped (SIGSTOP) for 5.1 s)")
+    assert failure(exit_code=6, reason="command stopped", signal="SIGSTOP").cause == "command stopped"
     assert failure().details()[-1] == "RuntimeError: shard 7 is corrupt"
 
 

@@ -7,8 +7,12 @@ from __future__ import annotations
 import pytest
 
 from rendezvous.coordinator._wire import failure_from_pb, failure_to_pb
+from rendezvous.core import job as jobs
 from rendezvous.core.failure import Failure, bounded, failure_to_dict, recognized
-from rendezvous.core.known_failures import KNOWN_FAILURES, SCRIPT_TF_CONFIG, known_failure, recognize
+from rendezvous.core.known_failures import KNOWN_FAILURES, SCRIPT_TF_CONFIG, STRATEGY_LATE, known_failure, recognize
+from rendezvous.core.round import RoundPhase, finished
+
+from test_core_round import A, B, released_round
 
 # What each failure's stderr ends with (cut to the lines that matter).
 SEEN = {
@@ -109,3 +113,15 @@ def test_a_signal_is_the_cause_even_when_the_tail_shows_a_known_failure():
     # a command stopped for too long carries a reason and a signal: the reason is its cause
     stopped = recognized(failed(SEEN["strategy-late"], exit_code=6, signal="SIGSTOP", reason="command stopped"))
     assert stopped.known == "strategy-late"
+
+
+def test_status_job_and_its_json_carry_the_fix_the_failing_member_recognized():
+    sent = recognized(failed(SEEN["strategy-late"]))
+    result = finished(released_round(), B.node_id, 1, failure=sent)
+    assert result.state.phase is RoundPhase.ABORTED and result.state.failure.known == "strategy-late"
+    board = jobs.aborted(jobs.Board(), result.state.abort_reason, result.state.failure)
+    view = jobs.job_view(result.state, board, A, 0.0)
+    (line,) = [l for l in jobs.job_table(view).splitlines() if l.startswith("last failure:")]
+    assert line.endswith(f"; fix: {STRATEGY_LATE.fix} (see docs/troubleshooting.md#known-strategy-late)")
+    shown = jobs.job_to_dict(view)["last_failure"]
+    assert (shown["known"], shown["fix"], shown["link"]) == ("strategy-late", STRATEGY_LATE.fix, STRATEGY_LATE.link)

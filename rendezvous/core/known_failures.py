@@ -89,6 +89,25 @@ _OWN_ENDPOINT = (
 )
 
 
+# A script that assigns TF_CONFIG (not one that reads it, or sets it only when missing):
+# os.environ["TF_CONFIG"] = ..., os.environ.update(TF_CONFIG=...) or ({"TF_CONFIG": ...}),
+# os.putenv("TF_CONFIG", ...).
+_ASSIGNS_TF_CONFIG = re.compile(
+    r"""environ\s*\[\s*["']TF_CONFIG["']\s*\]\s*=(?!=)"""
+    r"""|environ\.update\(.*TF_CONFIG|putenv\(\s*["']TF_CONFIG["']""")
+
+
+def tf_config_assignment(source: str) -> Optional[tuple[int, str]]:
+    """The first line of a script's `source` that sets TF_CONFIG itself (its number and
+    text), replacing the one rendezvous gives the command; None if none does. Comments
+    are skipped; a string that only looks like code is not told apart."""
+    for number, line in enumerate(source.splitlines(), 1):
+        code = line.split("#", 1)[0]
+        if _ASSIGNS_TF_CONFIG.search(code):
+            return number, line.strip()
+    return None
+
+
 def known_failure(key: str) -> Optional[KnownFailure]:
     """The entry of `key` (what a failure carries), None for no key or one this version
     does not know (a newer peer's)."""

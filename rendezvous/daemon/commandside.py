@@ -7,10 +7,11 @@ from __future__ import annotations
 import logging
 import os
 import signal
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 from ..core import member as machine
 from ..core.failure import Failure, bounded, failure_to_dict, recognized, scrub
+from ..core.known_failures import tf_config_assignment
 from ..core.gpus import SOCKET_VARIABLES, VISIBLE, describe_devices
 from ..core.peer import Peer
 from ..core.preflight import Fingerprint
@@ -18,8 +19,11 @@ from ..core.record import replace
 from ..core.tf_config import Membership
 from ..launch.errorfile import ErrorReport
 from ..launch.launcher import Launcher
+from ..launch.prewarm import plan
 
 log = logging.getLogger(__name__)
+
+SCRIPT_READ_LIMIT = 1 << 20  # of a script looked at for TF_CONFIG lines
 
 
 def log_failure(failure: Failure) -> None:
@@ -38,6 +42,24 @@ def warn_inherited_tf_config(environ: Mapping[str, str]) -> None:
     if "TF_CONFIG" in environ:
         log.warning("TF_CONFIG is set in this daemon's environment (%s): the command gets the one rendezvous "
                     "builds for each round instead; unset it", scrub(environ["TF_CONFIG"], 200))
+
+
+def warn_script_tf_config(command: Sequence[str]) -> None:
+    """A Python script that sets TF_CONFIG itself (the classic tutorial's lines) replaces
+    the one each round gives it: its workers then look for each other where the old cluster
+    was, and may wait for ever. Said once at the start, naming the line to delete."""
+    found = plan(command)
+    if found is None or found.mode != "file":
+        return
+    try:
+        with open(found.target, "rb") as script:
+            source = script.read(SCRIPT_READ_LIMIT).decode("utf-8", "replace")
+    except OSError:
+        return  # not readable here: the command's start says so
+    line = tf_config_assignment(source)
+    if line is not None:
+        log.warning("%s line %d sets TF_CONFIG itself (%s): that replaces the one rendezvous gives it, and its "
+                    "workers will not find each other; delete that line", found.target, line[0], scrub(line[1], 200))
 
 
 def signal_name(number: Optional[int]) -> str:

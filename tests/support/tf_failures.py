@@ -6,7 +6,6 @@ Usage: tf_failures.py MODE
   group-size  a collective whose group size differs between the workers, as when their
               GPU counts differ (rank 0: 2, the others: 3)
   port-held   rank 1 holds its own TensorFlow port (from TF_CONFIG) before the strategy
-  tf-config   sets TF_CONFIG itself, as the classic tutorial does
   plain       only creates the strategy (for a test that blocks a port)
 """
 
@@ -25,9 +24,6 @@ if mode == "port-held" and rank == 1:
     held[0].setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     held[0].bind(("", port))
     held[0].listen()
-if mode == "tf-config":
-    os.environ["TF_CONFIG"] = json.dumps({
-        "cluster": {"worker": ["localhost:12345", "localhost:23456"]}, "task": {"type": "worker", "index": 0}})
 
 import tensorflow as tf  # noqa: E402
 

@@ -20,6 +20,7 @@ pytestmark = [pytest.mark.training]
 SUPPORT = Path(__file__).parents[2] / "support"
 TUTORIAL = SUPPORT / "tutorial" / "main.py"
 FAILURES = SUPPORT / "tf_failures.py"
+TF_CONFIG_SCRIPT = SUPPORT / "tf_config_script.py"
 THREADS = {"TF_NUM_INTEROP_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1"}
 
 
@@ -56,10 +57,22 @@ def test_the_tutorials_code_fails_with_the_keras_3_fix_and_trains_once_it_is_app
 
 
 @pytest.mark.parametrize("mode, known", [
-    ("late", STRATEGY_LATE), ("group-size", GROUP_SIZE), ("port-held", TF_PORT_IN_USE), ("tf-config", SCRIPT_TF_CONFIG),
+    ("late", STRATEGY_LATE), ("group-size", GROUP_SIZE), ("port-held", TF_PORT_IN_USE),
 ], ids=lambda v: v if isinstance(v, str) else "")
 def test_each_known_failure_of_a_real_script_shows_its_fix_on_every_node(tmp_path, mode, known):
-    assert_every_node_shows(run_two(tmp_path, [sys.executable, str(FAILURES), mode]), known)
+    logs = run_two(tmp_path, [sys.executable, str(FAILURES), mode])
+    assert_every_node_shows(logs, known)
+    assert not any("sets TF_CONFIG itself" in log for log in logs), logs
+
+
+def test_a_script_that_sets_its_own_tf_config_is_named_at_the_start_and_in_the_failure(tmp_path):
+    """The tutorial's TF_CONFIG (localhost:12345, index 0) on both nodes of one machine: one
+    binds the port, the other fails; on two machines both would wait for ever, so the
+    warning at the start is what says it there."""
+    logs = run_two(tmp_path, [sys.executable, str(TF_CONFIG_SCRIPT)])
+    assert_every_node_shows(logs, SCRIPT_TF_CONFIG)
+    warned = f'WARNING {TF_CONFIG_SCRIPT} line 7 sets TF_CONFIG itself (os.environ["TF_CONFIG"] = json.dumps({{)'
+    assert all(warned in log for log in logs), logs
 
 
 DROP_TF_PORT = """table inet blocked {

@@ -9,7 +9,8 @@ import pytest
 from rendezvous.coordinator._wire import failure_from_pb, failure_to_pb
 from rendezvous.core import job as jobs
 from rendezvous.core.failure import Failure, bounded, failure_to_dict, recognized
-from rendezvous.core.known_failures import KNOWN_FAILURES, SCRIPT_TF_CONFIG, STRATEGY_LATE, known_failure, recognize
+from rendezvous.core.known_failures import (
+    KNOWN_FAILURES, SCRIPT_TF_CONFIG, STRATEGY_LATE, known_failure, recognize, tf_config_assignment)
 from rendezvous.core.round import RoundPhase, finished
 
 from test_core_round import A, B, released_round
@@ -125,3 +126,14 @@ def test_status_job_and_its_json_carry_the_fix_the_failing_member_recognized():
     assert line.endswith(f"; fix: {STRATEGY_LATE.fix} (see docs/troubleshooting.md#known-strategy-late)")
     shown = jobs.job_to_dict(view)["last_failure"]
     assert (shown["known"], shown["fix"], shown["link"]) == ("strategy-late", STRATEGY_LATE.fix, STRATEGY_LATE.link)
+
+
+def test_a_script_that_sets_tf_config_is_found_and_one_that_reads_it_is_not():
+    tutorial = 'import json, os\n\nos.environ["TF_CONFIG"] = json.dumps(tf_config)\n'
+    assert tf_config_assignment(tutorial) == (3, 'os.environ["TF_CONFIG"] = json.dumps(tf_config)')
+    for sets in ["os.environ['TF_CONFIG']=x", 'environ.update(TF_CONFIG="{}")', 'os.environ.update({"TF_CONFIG": c})',
+                 'os.putenv("TF_CONFIG", c)']:
+        assert tf_config_assignment(sets) is not None, sets
+    for fine in ['tf_config = json.loads(os.environ["TF_CONFIG"])', 'if os.environ["TF_CONFIG"] == old: pass',
+                 'os.environ.setdefault("TF_CONFIG", c)', '# os.environ["TF_CONFIG"] = ... deleted', ""]:
+        assert tf_config_assignment(fine) is None, fine

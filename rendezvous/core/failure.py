@@ -93,7 +93,7 @@ class Failure:
         if self.signal:
             return f"killed by {self.signal}"
         last = next((line.strip() for line in reversed(self.tail) if line.strip()), "")
-        return last or self.reason or "nothing on stderr"
+        return last or "nothing on stderr"
 
     @property
     def ending(self) -> str:

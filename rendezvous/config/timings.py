@@ -98,6 +98,10 @@ class Timings:
     # progress line, or this long after its start, not at once: its import would slow the
     # round's own start, on the same cores
     spare_after: float = 20.0
+    # Once this node's TensorFlow worker listens, another member's TensorFlow port whose
+    # connections time out this long (a firewall drops them: the strategy's start-up would
+    # wait for ever) fails this node's command, naming it (0: never).
+    tf_port_silence: float = 60.0
 
     def __post_init__(self) -> None:
         for name in fields(self):

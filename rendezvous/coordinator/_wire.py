@@ -240,7 +240,7 @@ def failure_to_pb(failure: Failure) -> pb.CommandFailure:
     return pb.CommandFailure(
         node_id=failure.node_id, address=failure.address, rank=NO_RANK if failure.rank is None else failure.rank,
         exit_code=failure.exit_code, signal=failure.signal, reason=failure.reason, error_type=failure.error_type,
-        message=failure.message, tail=failure.tail, from_error_file=failure.from_error_file,
+        message=failure.message, tail=failure.tail, from_error_file=failure.from_error_file, known=failure.known,
     )
 
 
@@ -250,6 +250,7 @@ def failure_from_pb(message: pb.CommandFailure) -> Failure:
         node_id=message.node_id, address=message.address, rank=None if message.rank < 0 else message.rank,
         exit_code=message.exit_code, signal=message.signal, reason=message.reason, error_type=message.error_type,
         message=message.message, tail=tuple(message.tail[-1000:]), from_error_file=message.from_error_file,
+        known=message.known,
     ))
 
 

@@ -19,7 +19,8 @@ import json
 import re
 from typing import Any, Iterable, Optional
 
-from .record import record
+from .known_failures import KnownFailure, known_failure, recognize
+from .record import record, replace
 
 ERROR_FILE_VARIABLE = "RENDEZVOUS_ERROR_FILE"
 MAX_TAIL_LINES = 40
@@ -62,7 +63,8 @@ class Failure:
     """A member's command failed: `exit_code` (128+N for death by signal N, named in
     `signal`), `reason` when it counts as failed though it did not exit (stopped), and its
     cause: the error file's `error_type`, `message` and traceback (`tail`, with
-    `from_error_file`), or the last lines of its stderr (`tail`)."""
+    `from_error_file`), or the last lines of its stderr (`tail`). `known`: the key of the
+    known failure (rendezvous.core.known_failures) its member recognized in it."""
 
     node_id: str
     address: str
@@ -74,15 +76,24 @@ class Failure:
     message: str = ""
     tail: tuple[str, ...] = ()
     from_error_file: bool = False
+    known: str = ""
 
     @property
     def cause(self) -> str:
-        """The one line that says why: `RuntimeError: shard 7 is corrupt`."""
+        """The one line that says why: `RuntimeError: shard 7 is corrupt`. A command killed
+        by a signal was killed by it, whatever its stderr said last (often a line logged at
+        its start: TensorFlow's `failed call to cuInit`), so the signal is the cause, and
+        the reason of one failed though it did not exit (stopped, a peer's port blocked) is;
+        the tail still follows as context."""
         if self.from_error_file and (self.error_type or self.message):
             first = self.message.splitlines()[0] if self.message.strip() else ""
             return f"{self.error_type}: {first}" if self.error_type and first else self.error_type or first
+        if self.reason:
+            return self.reason
+        if self.signal:
+            return f"killed by {self.signal}"
         last = next((line.strip() for line in reversed(self.tail) if line.strip()), "")
-        return last or self.reason or "nothing on stderr"
+        return last or "nothing on stderr"
 
     @property
     def ending(self) -> str:
@@ -93,10 +104,26 @@ class Failure:
             return f"killed by {self.signal} (exit {self.exit_code})"
         return f"exited with code {self.exit_code}"
 
+    @property
+    def known_failure(self) -> Optional[KnownFailure]:
+        """The known failure its member recognized (None: none, or one this version lacks)."""
+        return known_failure(self.known)
+
+    @property
+    def hint(self) -> str:
+        """`fix: ... (see docs/troubleshooting.md#...)` for a known failure, else empty."""
+        known = self.known_failure
+        return f"fix: {known.fix} (see {known.link})" if known else ""
+
     def headline(self) -> str:
-        """`node 3f2a9c (10.0.0.12), rank 2, exited with code 1: RuntimeError: shard 7 is corrupt`."""
+        """`node 3f2a9c (10.0.0.12), rank 2, exited with code 1: RuntimeError: shard 7 is corrupt`,
+        then the fix of a known failure: `; fix: ... (see docs/troubleshooting.md#...)`. A
+        command killed by a signal: `node ..., rank 2, killed by SIGKILL (exit 137)`."""
         rank = "no rank" if self.rank is None else f"rank {self.rank}"
-        return f"node {self.node_id} ({self.address}), {rank}, {self.ending}: {self.cause}"
+        line = f"node {self.node_id} ({self.address}), {rank}, {self.ending}"
+        if self.from_error_file or not (self.reason or self.signal):  # else the ending says why
+            line += f": {self.cause}"
+        return f"{line}; {self.hint}" if self.hint else line
 
     def details(self) -> tuple[str, ...]:
         """What follows the headline, each line to be shown indented: the tail or traceback."""
@@ -117,8 +144,18 @@ def bounded(failure: Failure) -> Failure:
         rank=failure.rank if failure.rank is None or failure.rank >= 0 else None,
         exit_code=failure.exit_code, signal=scrub(failure.signal, 16), reason=scrub(failure.reason, MAX_FIELD),
         error_type=scrub(failure.error_type, 200), message=message, tail=tuple(tail),
-        from_error_file=failure.from_error_file,
+        from_error_file=failure.from_error_file, known=scrub(failure.known, 64),
     )
+
+
+def recognized(failure: Failure, tf_port: Optional[int] = None) -> Failure:
+    """`failure` with the key of the known failure its cause, message or tail shows (none:
+    unchanged); `tf_port`: the failing node's port in the TF_CONFIG its command was given."""
+    if failure.signal and not failure.reason:
+        return failure  # killed from outside: whatever it printed before did not end it
+    lines = [failure.reason, failure.cause, *failure.message.splitlines(), *failure.tail]
+    known = recognize(lines, tf_port)
+    return replace(failure, known=known.key) if known else failure
 
 
 @record
@@ -172,4 +209,7 @@ def failure_to_dict(failure: Failure) -> dict[str, Any]:
         "message": failure.message or None,
         "tail": list(failure.tail),
         "source": "error file" if failure.from_error_file else "stderr",
+        "known": failure.known_failure.key if failure.known_failure else None,
+        "fix": failure.known_failure.fix if failure.known_failure else None,
+        "link": failure.known_failure.link if failure.known_failure else None,
     }

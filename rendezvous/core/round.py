@@ -373,7 +373,8 @@ def finished(
         assert state.membership is not None
         failure = replace(failure, node_id=peer.node_id, address=str(peer.address), exit_code=code,
                           rank=state.membership.rank_of(node_id), reason=reason)
-        return abort(state, f"{peer.describe()}: {why}: {failure.cause}", code, failure=failure)
+        cause = "" if failure.cause == why else f": {failure.cause}"
+        return abort(state, f"{peer.describe()}: {why}{cause}", code, failure=failure)
     state = replace(state, succeeded=state.succeeded | {node_id}, sync=_reported(state, node_id, sync))
     if state.membership is not None and len(state.succeeded) == state.membership.world_size:
         chief = state.membership.members[0]

@@ -39,6 +39,7 @@ from ..launch.errorfile import ErrorFile
 from ..launch.launcher import Launcher
 from ..launch.prewarm import modules_for
 from .commandside import describe_failure, log_devices, log_failure
+from .reach import command_end
 from .relay import ProgressRelay
 from .resources import Seat
 from .syncer import MemberSync
@@ -108,8 +109,9 @@ class Joiner:
 
     async def supervise(self) -> RoundEnd:
         """While the command runs: report its end, wait for the round's."""
-        assert self.session is not None
-        exited = asyncio.ensure_future(self._launcher.wait())
+        assert self.session is not None and self.state.membership is not None
+        exited = asyncio.ensure_future(command_end(self._launcher.wait, self._seat.me(), self.state.membership,
+                                                   self._config.timings.tf_port_silence))
         try:
             action = await self._follow(self._events(self.session, exited))
         finally:
@@ -217,8 +219,9 @@ class Joiner:
             pass
 
     async def _events(self, session: JoinSession, exited: Optional[asyncio.Future] = None) -> AsyncIterator[MemberEvent]:
-        """What the coordinator says, changes of whom to join, the command's end, and the
-        coordinator's silence, as they come."""
+        """What the coordinator says, changes of whom to join, the command's end (`exited`:
+        its exit code and why it failed though it did not exit), and the coordinator's
+        silence, as they come."""
         receive = asyncio.ensure_future(session.receive())
         listening = Listening()
         try:
@@ -255,7 +258,7 @@ class Joiner:
                     yield lost
                     return
                 if exited is not None and exited.done() and not exited.cancelled():
-                    yield machine.CommandExited(exited.result())
+                    yield machine.CommandExited(*exited.result())
                     exited = None
                 elif exited is not None:
                     stopped = self._launcher.stopped_since(None, now) is not None

@@ -27,6 +27,7 @@ from ..host.allowed import choose_allowed_address, resolve_hosts
 from ..host.datanet import choose_data_address
 from ..config.join import JoinConfig
 from ..config.timings import Timings
+from .commandside import warn_inherited_tf_config, warn_script_tf_config
 from .confirmer import Confirmer
 from .viewholder import ViewHolder
 from ..coordinator import CoordinatorService, bind_server, serve
@@ -175,6 +176,8 @@ def bind_resources(
         log.info("training traffic on the data network: %s (%s)", data.address, data.reason)
         fingerprint = replace(fingerprint, data_interface=data.interface or "") if fingerprint else None
     check_command(config.command)
+    warn_inherited_tf_config(os.environ)
+    warn_script_tf_config(config.command)
     sync_root = check_sync_dir(config.sync_dir) if config.sync_dir else None
     if sync_root:
         remove_leftovers(sync_root, runtime.pid_alive)

@@ -150,7 +150,7 @@ class Finished(_message.Message):
     def __init__(self, exit_code: _Optional[int] = ..., reason: _Optional[str] = ..., sync: _Optional[_Union[SyncState, _Mapping]] = ..., failure: _Optional[_Union[CommandFailure, _Mapping]] = ...) -> None: ...
 
 class CommandFailure(_message.Message):
-    __slots__ = ("node_id", "address", "rank", "exit_code", "signal", "reason", "error_type", "message", "tail", "from_error_file")
+    __slots__ = ("node_id", "address", "rank", "exit_code", "signal", "reason", "error_type", "message", "tail", "from_error_file", "known")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
@@ -161,6 +161,7 @@ class CommandFailure(_message.Message):
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     TAIL_FIELD_NUMBER: _ClassVar[int]
     FROM_ERROR_FILE_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     address: str
     rank: int
@@ -171,7 +172,8 @@ class CommandFailure(_message.Message):
     message: str
     tail: _containers.RepeatedScalarFieldContainer[str]
     from_error_file: bool
-    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., rank: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[str] = ..., reason: _Optional[str] = ..., error_type: _Optional[str] = ..., message: _Optional[str] = ..., tail: _Optional[_Iterable[str]] = ..., from_error_file: _Optional[bool] = ...) -> None: ...
+    known: str
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., rank: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[str] = ..., reason: _Optional[str] = ..., error_type: _Optional[str] = ..., message: _Optional[str] = ..., tail: _Optional[_Iterable[str]] = ..., from_error_file: _Optional[bool] = ..., known: _Optional[str] = ...) -> None: ...
 
 class CoordinatorMessage(_message.Message):
     __slots__ = ("header", "waiting", "frozen", "release", "redirect", "rejected", "aborted", "heartbeat", "completed", "sync_from")

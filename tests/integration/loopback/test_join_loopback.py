@@ -383,3 +383,18 @@ def test_the_daemons_grpc_polls_with_poll_and_the_command_inherits_the_environme
     finally:
         peer.proc.send_signal(signal.SIGTERM)
         peer.wait()
+
+
+def test_a_tf_config_in_the_daemons_environment_is_named_in_a_warning_and_replaced(tmp_path, job):
+    """A launch script written for a hand-made cluster leaves TF_CONFIG set: the command still
+    gets the round's own, and the daemon says at its start that the old one is not used."""
+    out = tmp_path / "out"
+    out.mkdir()
+    old = '{"cluster": {"worker": ["localhost:12345", "localhost:23456"]}, "task": {"type": "worker", "index": 0}}'
+    peers = [start_peer(join_argv(2, job, out, address=a), tmp_path, f"peer-{a}", extra_env={"TF_CONFIG": old})
+             for a in ["127.0.0.2", "127.0.0.3"]]
+    for peer in peers:
+        assert peer.wait() == 0, peer.log
+        assert (f"WARNING TF_CONFIG is set in this daemon's environment ({old}): the command gets the one "
+                "rendezvous builds for each round instead; unset it") in peer.log, peer.log
+    assert_consistent(records(out), ["127.0.0.2", "127.0.0.3"])

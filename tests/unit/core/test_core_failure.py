@@ -78,10 +78,10 @@ def test_the_headline_names_node_rank_ending_and_the_last_line():
     assert failure().headline() == (
         "node bbbbbbbb (10.0.0.10), rank 1, exited with code 1: RuntimeError: shard 7 is corrupt")
     killed = failure(exit_code=137, signal="SIGKILL", tail=())
-    assert killed.headline() == "node bbbbbbbb (10.0.0.10), rank 1, killed by SIGKILL (exit 137): nothing on stderr"
+    assert killed.headline() == "node bbbbbbbb (10.0.0.10), rank 1, killed by SIGKILL (exit 137)"
     stopped = failure(exit_code=6, reason="command stopped (SIGSTOP) for 5.1 s", rank=None, tail=())
-    assert stopped.headline().endswith("no rank, failed with exit code 6 (command stopped (SIGSTOP) for 5.1 s): "
-                                       "command stopped (SIGSTOP) for 5.1 s")
+    assert stopped.headline().endswith("no rank, failed with exit code 6 (command stopped (SIGSTOP) for 5.1 s)")
+    assert failure(exit_code=6, reason="command stopped", signal="SIGSTOP").cause == "command stopped"
     assert failure().details()[-1] == "RuntimeError: shard 7 is corrupt"
 
 
@@ -154,3 +154,16 @@ def test_status_shows_the_last_failure():
 def test_an_abort_without_a_failed_command_clears_the_jobs_last_failure():
     board = jobs.aborted(jobs.Board(), "rank 1 failed", failure())
     assert jobs.aborted(board, "a member was lost").last_failure is None
+
+
+def test_a_command_killed_by_a_signal_has_the_signal_as_its_cause_and_its_tail_as_context():
+    """TensorFlow logs `failed call to cuInit` at its start on a machine without a GPU: a
+    trainer killed by SIGKILL later must not be said to have failed of that."""
+    tail = ("I0000 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used.",
+            "E0000 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error: Failed call to cuInit")
+    killed = failure(exit_code=137, signal="SIGKILL", tail=tail)
+    assert killed.cause == "killed by SIGKILL"
+    assert "cuInit" not in killed.headline()
+    assert killed.headline() == "node bbbbbbbb (10.0.0.10), rank 1, killed by SIGKILL (exit 137)"
+    assert killed.details() == tail
+    assert failure_to_dict(killed)["cause"] == "killed by SIGKILL"

@@ -25,7 +25,7 @@ from .checks import (
 )
 from .join import JoinConfig, LogConfig
 from .options import BY_NAME, LOG_OPTIONS, OPTIONS, SUBCOMMAND_OPTIONS, Kind, check_option, check_value, default_trainer_command
-from ..core.record import record
+from ..core.record import field, record
 from ..core.seeds import parse_seed
 from ..errors import ConfigError
 
@@ -57,6 +57,7 @@ class Settings:
     join: JoinConfig
     log: LogConfig
     config_file: Optional[str] = None  # the file that was read, if any
+    sources: Mapping[str, str] = field(default_factory=dict)  # option -> where its value came from (Value.source)
 
 
 def resolve_command(command: Sequence[str]) -> tuple[str, ...]:
@@ -217,7 +218,7 @@ def build_settings(values: Mapping[str, Value], config_file: Optional[str] = Non
     command = resolve_command(given.pop("command", ()))
     log = LogConfig(**{n: given.pop(n) for n in LOG_OPTIONS if n in given})
     join = JoinConfig(command=command, **given)
-    return Settings(join=join, log=log, config_file=config_file)
+    return Settings(join=join, log=log, config_file=config_file, sources={n: v.source for n, v in values.items()})
 
 
 def read_config_file(path: str, required: bool) -> Optional[dict[str, Value]]:

@@ -32,7 +32,8 @@ from ..core.seeds import parse_seeds
 from ..core.status import NodeStatus
 from ..core.stopping import StopOrder
 from ..core.tf_config import Membership
-from ..core.view import PeerView, describe_shared
+from ..core.unformed import timeout_advice
+from ..core.view import PeerView, describe_missing, describe_shared, odd_peers
 from ..discovery import DiscoveryFactory
 from ..discovery.combined import discovery_factory
 from ..errors import JobFailed, JobStopped, RendezvousTimeout
@@ -67,8 +68,10 @@ class Node:
         connect: SessionFactory = JoinSession,
         launcher: Optional[Callable[[], Launcher]] = None,
         bind: Binder = bind_resources,
+        expect_source: str = "--expect",  # where config.expect came from, for the messages that name it
     ) -> None:
         self.config = config
+        self._expect_source = expect_source
         self.node_id = node_id or new_node_id()
         self.reporter = reporter or Reporter()
         self._make_discovery = discovery or discovery_factory(discovery_mode(config), parse_seeds(config.peers),
@@ -168,7 +171,7 @@ class Node:
                 self.status, self._report, fingerprint,
             )
             self._presence = Presence(self.config, self._endpoint, self.views, lambda: self._phase, self._frozen,
-                                      self._report)
+                                      self._report, self._expect_source)
             metrics = None
             try:
                 metrics = start_metrics(self.config.metrics_port, str(self._endpoint.me.address), self.status,
@@ -292,10 +295,10 @@ class Node:
             code = await self.launcher.stop(self.config.stop_grace)
             return code if self.launcher.pid else 128 + (self.signals.signum or signal.SIGTERM)
         except TimedOut:
+            view = self.view
             raise RendezvousTimeout(
-                f"no rendezvous within --timeout {self.config.timeout:g}s: {self.view.missing_summary()}. "
-                "Check that every node runs the same --job, --expect and --token-file and that "
-                "multicast (UDP 5353) passes between them, or give seeds with --peer"
+                f"no rendezvous within --timeout {self.config.timeout:g}s: {describe_missing(view, self._expect_source)}. "
+                f"{timeout_advice(odd_peers(view), list(view.twins.values()))}"
             ) from None
 
     async def _say_stopped(self, joiner: Joiner) -> None:
@@ -363,5 +366,5 @@ def output_settings(config: JoinConfig) -> OutputSettings:
     return OutputSettings(directory, config.job, config.output_max_bytes, config.output_keep_rounds)
 
 
-async def run_node(config: JoinConfig, reporter: Optional[Reporter] = None) -> int:
-    return await Node(config, reporter=reporter).run()
+async def run_node(config: JoinConfig, reporter: Optional[Reporter] = None, expect_source: str = "--expect") -> int:
+    return await Node(config, reporter=reporter, expect_source=expect_source).run()

@@ -14,7 +14,8 @@ from ..core.advert import Phase
 from ..core.family import Family, left_out_message, switch_message, switched
 from ..core.record import replace
 from ..core.seeds import lonely_hint, parse_seeds
-from ..core.view import PeerView
+from ..core.unformed import alone_hint
+from ..core.view import PeerView, odd_peers
 from ..discovery import DiscoveryEvent, Gone, Hinted
 from .resources import Endpoint
 from .viewholder import ViewHolder
@@ -31,6 +32,7 @@ class Presence:
         phase: Callable[[], Phase],  # this node's now
         frozen: Callable[[], bool],  # its round is frozen: it keeps its addresses
         report: Callable[[], None],
+        expect_source: str = "--expect",  # where config.expect came from
     ) -> None:
         self._config = config
         self._endpoint = endpoint
@@ -38,6 +40,7 @@ class Presence:
         self._phase = phase
         self._frozen = frozen
         self._report = report
+        self._expect_source = expect_source
         self._tasks: set[asyncio.Task] = set()
         self._left_out: set[str] = set()  # nodes of the job that cannot use its IP family, named once
         self.hint: Optional[str] = None  # why nobody may be seen, once said
@@ -93,14 +96,20 @@ class Presence:
         task.add_done_callback(self._tasks.discard)
 
     async def _hint_when_alone(self) -> None:
-        """Nobody seen for a while: say why that may be, once, in the log and the progress."""
+        """Nobody to join for a while: say why that may be, once, in the log and the
+        progress. The network only when nobody was heard: not when the peers heard cannot be
+        in the job with this node, or another node advertises its address (core.unformed)."""
         seconds = self._config.timings.lonely_hint
         await asyncio.sleep(seconds)
-        if self._views.view.others or self._phase() is not Phase.WAITING:
+        if self._phase() is not Phase.WAITING:
             return
-        mode = discovery_mode(self._config)
+        view, mode = self._views.view, discovery_mode(self._config)
         seeds = parse_seeds(self._config.peers) if mode != "mdns" else ()
-        self.hint = lonely_hint(seconds, seeds, multicast=mode != "unicast")
+        network = lonely_hint(seconds, seeds, multicast=mode != "unicast")
+        self.hint = alone_hint(view.me, view.others, odd_peers(view), list(view.twins.values()), seconds,
+                               self._expect_source, network)
+        if self.hint is None:
+            return
         log.warning("%s", self.hint)
         self._report()
 

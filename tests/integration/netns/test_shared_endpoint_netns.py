@@ -37,3 +37,37 @@ def test_a_shared_address_and_port_is_named_while_waiting(make_network, tmp_path
     assert "two hosts configured with the same address and port" in peers[0].log, peers[0].log
     timed_out = [line for line in peers[0].log.splitlines() if "no rendezvous within --timeout" in line]
     assert timed_out and f"{original.address}:" in timed_out[0], peers[0].log
+
+
+def test_a_host_whose_address_another_host_has_names_that_host(make_network, tmp_path):
+    """The twins never hear each other (each kernel drops packets from its own address);
+    the third node asks each advert at the shared address, naming it (StatusRequest.about),
+    and the twin that answers for the other's advert warns at once, naming the address and
+    the other node id, and its timeout names it too instead of the network."""
+    net = make_network(3)
+    twin, original = net.hosts[2], net.hosts[1]
+    twin.run(["ip", "addr", "flush", "dev", twin.interface], check=True)
+    twin.run(["ip", "addr", "add", f"{original.address}/24", "dev", twin.interface], check=True)
+    job = f"n-{secrets.token_hex(4)}"
+    peers = [
+        start_peer(join_argv(3, job, tmp_path, options=["--timeout", str(TIMEOUT)]), tmp_path, h.name, popen=h.popen)
+        for h in net.hosts
+    ]
+    try:
+        for peer in peers:
+            assert peer.proc.wait(timeout=HANG) == 3, peer.log
+    finally:
+        for peer in peers:
+            if peer.proc.poll() is None:
+                peer.proc.kill()
+    ids = [re.search(r"INFO node ([0-9a-f]+) uses", p.log).group(1) for p in peers]
+    endpoint = f"{original.address}:29630"
+    named = 0
+    for other, peer in ((2, peers[1]), (1, peers[2])):
+        said = f"node {ids[other]} also advertises this node's address and port {endpoint}"
+        warnings = [line for line in peer.log.splitlines() if "WARNING" in line and said in line]
+        if warnings:
+            named += 1
+            [error] = [line for line in peer.log.splitlines() if "no rendezvous within --timeout" in line]
+            assert said in error and "multicast" not in error, peer.log
+    assert named, "neither twin named the other:\n" + "\n".join(p.log for p in peers)

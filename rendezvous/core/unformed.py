@@ -16,7 +16,7 @@ from enum import Enum
 from typing import Collection, Optional, Sequence
 
 from .advert import Advert
-from .peer import Peer
+from .peer import IPAddress, Peer
 
 # Nodes remembered of each kind (odd peers gone, twins): forged adverts and `about` names
 # cost nothing past this many, and a message names no more.
@@ -86,33 +86,40 @@ TWIN_ADVICE = "Give each host its own address"
 
 
 
-def waiting_hint(me: Advert, odd: Sequence[tuple[Advert, Oddity]], twins: Sequence[Advert], seconds: float,
+def describe_held(address: IPAddress, interface: str, hardware: str) -> str:
+    """What a node says when ARP shows another host holding its address (host.arp)."""
+    return (f"another host (hardware address {hardware}) answers for this node's address {address} on "
+            f"{interface}: two hosts are configured with the address {address}")
+
+
+def waiting_hint(me: Advert, odd: Sequence[tuple[Advert, Oddity]], shared: Sequence[str], seconds: float,
                  expect_source: str) -> Optional[str]:
     """What a node that has no peer to count after `seconds` says instead of blaming the
-    network, when it heard peers it cannot be in the job with, or its address's twin;
-    None when it heard none of these (the network may be to blame: core.seeds.lonely_hint)."""
-    causes = ([describe_odd(me, odd, expect_source)] if odd else []) + [describe_twin(me, t) for t in twins]
+    network, when it heard peers it cannot be in the job with, or found its address held
+    by another host (`shared`: `describe_twin`, `describe_held`); None when neither (the
+    network may be to blame: core.seeds.lonely_hint)."""
+    causes = ([describe_odd(me, odd, expect_source)] if odd else []) + list(shared)
     if not causes:
         return None
     return f"no peer of job {me.job!r} to join after {seconds:g}s: {'; '.join(causes)}"
 
 
-def alone_hint(me: Advert, others: Collection[str], odd: Sequence[tuple[Advert, Oddity]], twins: Sequence[Advert],
+def alone_hint(me: Advert, others: Collection[str], odd: Sequence[tuple[Advert, Oddity]], shared: Sequence[str],
                seconds: float, expect_source: str, network: str) -> Optional[str]:
     """What a waiting node says when, after `seconds`, no peer it heard can be in the job
     with it (`others`: the node ids it heard): what it heard (`waiting_hint`), else the
     `network` hint (core.seeds.lonely_hint) when it heard nobody; None when a peer counts."""
     if set(others) - {a.node_id for a, _ in odd}:
         return None
-    return waiting_hint(me, odd, twins, seconds, expect_source) or network
+    return waiting_hint(me, odd, shared, seconds, expect_source) or network
 
 
-def timeout_advice(odd: Sequence[tuple[Advert, Oddity]], twins: Sequence[Advert]) -> str:
+def timeout_advice(odd: Sequence[tuple[Advert, Oddity]], shared: bool) -> str:
     """The last sentence of the timeout message: what to fix, the network only when no
-    other cause was seen."""
+    other cause was seen (`shared`: another host holds this node's address)."""
     if odd:
         return odd_advice(odd)
-    if twins:
+    if shared:
         return TWIN_ADVICE
     return ("Check that every node runs the same --job, --expect and --token-file and that "
             "multicast (UDP 5353) passes between them, or give seeds with --peer")

@@ -32,8 +32,7 @@ from ..core.seeds import parse_seeds
 from ..core.status import NodeStatus
 from ..core.stopping import StopOrder
 from ..core.tf_config import Membership
-from ..core.unformed import timeout_advice
-from ..core.view import PeerView, describe_missing, describe_shared, odd_peers
+from ..core.view import PeerView
 from ..discovery import DiscoveryFactory
 from ..discovery.combined import discovery_factory
 from ..errors import JobFailed, JobStopped, RendezvousTimeout
@@ -128,17 +127,10 @@ class Node:
             gpus={a.node_id: a.gpus for a in view.adverts if a.gpus},
             progress=joiner.progress if joiner else None,
             rendezvous_seconds=self._rendezvous_seconds,
-            hint=self._waiting_hint(view),
+            hint=self._presence.waiting(view) if self._phase is Phase.WAITING else None,
             failure=(joiner.failure if joiner else None) or self._failure,
             ending=self._ending,
         )
-
-    def _waiting_hint(self, view: PeerView) -> Optional[str]:
-        """What the progress line adds while this node waits: why nobody may be seen, or an
-        address that several nodes have."""
-        if self._phase is not Phase.WAITING:
-            return None
-        return self._presence.hint if not view.others else "; ".join(describe_shared(view)) or None
 
     def _warm_status(self) -> dict:
         """The warm interpreter waiting for a round: the next round's spare, or this round's
@@ -295,11 +287,7 @@ class Node:
             code = await self.launcher.stop(self.config.stop_grace)
             return code if self.launcher.pid else 128 + (self.signals.signum or signal.SIGTERM)
         except TimedOut:
-            view = self.view
-            raise RendezvousTimeout(
-                f"no rendezvous within --timeout {self.config.timeout:g}s: {describe_missing(view, self._expect_source)}. "
-                f"{timeout_advice(odd_peers(view), list(view.twins.values()))}"
-            ) from None
+            raise RendezvousTimeout(self._presence.unformed(self.config.timeout or 0.0)) from None
 
     async def _say_stopped(self, joiner: Joiner) -> None:
         """A stop signal while the command ran: the coordinator hears from this node that

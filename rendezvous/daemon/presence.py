@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from ipaddress import IPv4Address
 from typing import Any, Callable, Coroutine, Optional
 
 from ..config.join import JoinConfig, discovery_mode
@@ -14,9 +15,10 @@ from ..core.advert import Phase
 from ..core.family import Family, left_out_message, switch_message, switched
 from ..core.record import replace
 from ..core.seeds import lonely_hint, parse_seeds
-from ..core.unformed import alone_hint
-from ..core.view import PeerView, odd_peers
+from ..core.unformed import TWIN_ADVICE, alone_hint, describe_held, describe_twin, timeout_advice
+from ..core.view import PeerView, describe_missing, describe_shared, odd_peers
 from ..discovery import DiscoveryEvent, Gone, Hinted
+from ..host.arp import ArpWatch
 from .resources import Endpoint
 from .viewholder import ViewHolder
 
@@ -44,14 +46,47 @@ class Presence:
         self._tasks: set[asyncio.Task] = set()
         self._left_out: set[str] = set()  # nodes of the job that cannot use its IP family, named once
         self.hint: Optional[str] = None  # why nobody may be seen, once said
+        self.held: list[str] = []  # other hosts that answer ARP for this node's address, as said
+        self._arp: Optional[ArpWatch] = None
 
     def start(self) -> None:
         self._spawn(self._hint_when_alone(), "lonely-hint")
         self._spawn(self._ask_while_incomplete(), "ask-again")
+        me, interface = self._endpoint.me.address, self._endpoint.interface
+        if isinstance(me, IPv4Address) and not me.is_loopback and interface:
+            self._arp = ArpWatch(interface, me, lambda hardware: self._held_by(interface, me, hardware))
+            self._arp.start()
 
     def close(self) -> None:
         for task in self._tasks:
             task.cancel()
+        if self._arp is not None:
+            self._arp.close()
+
+    def shared(self, view: PeerView) -> list[str]:
+        """What this node knows of other hosts with its address: nodes that advertise its
+        endpoint (PeerView.twins), and hosts that answer ARP for its address."""
+        return [describe_twin(view.me, t) for t in view.twins.values()] + self.held
+
+    def waiting(self, view: PeerView) -> Optional[str]:
+        """What the progress line adds while this node waits: why nobody may be seen, or an
+        address that several nodes (or hosts) have."""
+        shared = "; ".join([*describe_shared(view), *self.held]) or None
+        return self.hint or shared if not view.others else shared
+
+    def unformed(self, timeout: float) -> str:
+        """Why the job did not form within --timeout: whom this node saw, heard but could
+        not be in the job with, and found holding its address; what to fix."""
+        view = self._views.view
+        held = "".join(f"; {line}" for line in self.held)
+        return (f"no rendezvous within --timeout {timeout:g}s: {describe_missing(view, self._expect_source)}{held}. "
+                f"{timeout_advice(odd_peers(view), bool(view.twins or self.held))}")
+
+    def _held_by(self, interface: str, address: IPv4Address, hardware: str) -> None:
+        said = describe_held(address, interface, hardware)
+        self.held.append(said)
+        log.warning("%s. %s", said, TWIN_ADVICE)
+        self._report()
 
     def on_discovery(self, event: DiscoveryEvent) -> None:
         before = self._views.view
@@ -106,7 +141,7 @@ class Presence:
         view, mode = self._views.view, discovery_mode(self._config)
         seeds = parse_seeds(self._config.peers) if mode != "mdns" else ()
         network = lonely_hint(seconds, seeds, multicast=mode != "unicast")
-        self.hint = alone_hint(view.me, view.others, odd_peers(view), list(view.twins.values()), seconds,
+        self.hint = alone_hint(view.me, view.others, odd_peers(view), self.shared(view), seconds,
                                self._expect_source, network)
         if self.hint is None:
             return

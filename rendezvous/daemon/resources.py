@@ -85,6 +85,7 @@ class Endpoint:
     keys: Optional[Keys] = None
     registration: Optional[Path] = None
     data_interface: Optional[str] = None
+    interface: Optional[str] = None  # the one that holds `me.address` (host.arp watches it)
 
     def seat(self) -> Seat:
         progress_dir = self.registration.parent if self.registration else None
@@ -206,7 +207,7 @@ def bind_resources(
         views.listen(listener)
     endpoint = Endpoint(
         me, reservation, ipv6, server, health.aio.HealthServicer(), service, discovery, confirmer, timings,
-        fingerprint, sync, keys, data_interface=data.interface if data else None,
+        fingerprint, sync, keys, data_interface=data.interface if data else None, interface=choice.interface,
     )
     return endpoint, views
 

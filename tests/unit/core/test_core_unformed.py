@@ -9,7 +9,7 @@ from rendezvous.core.advert import Advert
 from rendezvous.core.peer import Peer
 from rendezvous.core.record import replace
 from rendezvous.core.size import Size
-from rendezvous.core.unformed import Oddity, alone_hint, is_twin, oddity, timeout_advice
+from rendezvous.core.unformed import Oddity, alone_hint, describe_twin, is_twin, oddity, timeout_advice
 from rendezvous.core.view import PeerView, describe_missing, odd_peers
 
 
@@ -39,14 +39,14 @@ def test_a_peer_refused_for_its_expect_is_named_after_it_left_and_the_network_is
     assert hint is not None and said in hint and "multicast" not in hint
     summary = describe_missing(view, "RENDEZVOUS_EXPECT")
     assert said in summary and summary.endswith("0 never appeared")
-    assert timeout_advice(odd_peers(view), []) == "Start every node of the job with the same --expect"
+    assert timeout_advice(odd_peers(view), False) == "Start every node of the job with the same --expect"
 
 
 def test_a_peer_that_left_agreeing_is_forgotten_and_nobody_heard_blames_the_network():
     view = PeerView(ME).seen(replace(ODD, expect=Size.fixed(2))).gone(ODD.node_id)
     assert odd_peers(view) == []
     assert alone_hint(ME, view.others, [], [], 10, "--expect", NETWORK) == NETWORK
-    assert "multicast" in timeout_advice([], [])
+    assert "multicast" in timeout_advice([], False)
 
 
 def test_no_hint_while_a_peer_that_counts_is_there():
@@ -60,7 +60,7 @@ def test_token_causes_name_the_token_in_the_advice():
     tokenless = advert("10.0.0.3", "bbbbbbbb")
     view = PeerView(me).seen(tokenless).gone(tokenless.node_id)
     assert odd_peers(view) == [(tokenless, Oddity.NO_TOKEN)]
-    assert timeout_advice(odd_peers(view), []) == "Start every node of the job with the same --token-file"
+    assert timeout_advice(odd_peers(view), False) == "Start every node of the job with the same --token-file"
 
 
 def test_a_twin_is_another_node_id_of_the_job_at_this_very_endpoint():
@@ -75,6 +75,7 @@ def test_twins_are_remembered_within_a_bound_and_named_in_the_hint_and_advice():
     for n in range(20):
         view = view.hinted(advert("10.0.0.2", f"{n:08x}"))
     assert len(view.twins) == 8 and view.others == {}
-    hint = alone_hint(ME, view.others, [], list(view.twins.values())[:1], 10, "--expect", NETWORK)
+    said = [describe_twin(ME, t) for t in view.twins.values()][:1]
+    hint = alone_hint(ME, view.others, [], said, 10, "--expect", NETWORK)
     assert hint is not None and "also advertises this node's address and port 10.0.0.2:7000" in hint
-    assert timeout_advice([], list(view.twins.values())) == "Give each host its own address"
+    assert timeout_advice([], True) == "Give each host its own address"

@@ -55,7 +55,7 @@ class Presence:
         me, interface = self._endpoint.me.address, self._endpoint.interface
         if isinstance(me, IPv4Address) and not me.is_loopback and interface:
             self._arp = ArpWatch(interface, me, lambda hardware: self._held_by(interface, me, hardware))
-            self._arp.start()
+            self._arp.probe()
 
     def close(self) -> None:
         for task in self._tasks:
@@ -150,12 +150,15 @@ class Presence:
 
     async def _ask_while_incomplete(self) -> None:
         """While this node waits without having seen its whole job, have discovery ask
-        again, twice as seldom each time: what was lost is not left to the caches' expiry."""
+        again, twice as seldom each time: what was lost is not left to the caches' expiry;
+        and probe ARP again, for a host given this node's address since (host.arp)."""
         first = interval = self._config.timings.ask_again
         while interval > 0:
             await asyncio.sleep(interval)
             if self._phase() is Phase.WAITING and not self._views.view.complete:
                 self._endpoint.discovery.ask_again()
+                if self._arp is not None:
+                    self._arp.probe()
             interval = min(2 * interval, 16 * first)
 
     async def _update_advert(self) -> None:

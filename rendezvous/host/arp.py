@@ -3,8 +3,9 @@ conflict detection, as NetworkManager does it).
 
 Two hosts given one address never hear each other: each one's kernel drops the packets
 that come from its own address. Only ARP, below IP, shows the other: a probe (who has this
-address? asked from 0.0.0.0) is answered by the other host, and while it talks, its ARP
-requests name the address as theirs, from another hardware address. This needs a packet
+address? asked from 0.0.0.0) is answered by the other host's kernel, whether or not a daemon
+runs there; and a probe of the other host, or its ARP requests, seen while this node
+listens, name the address from another hardware address. This needs a packet
 socket (CAP_NET_RAW, as root has): without one, nothing is found here, and the node relies
 on what its peers tell it (core.unformed).
 """
@@ -45,9 +46,15 @@ def other_holder(frame: bytes, hardware: bytes, address: ipaddress.IPv4Address) 
     return sha.hex(":") if claims or probes else None
 
 
+# How long a probe listens for answers: a host on the link answers within milliseconds; a
+# second leaves room for a loaded one. Only while listening does every ARP frame on the link
+# cost this process a wakeup (a node that asks hundreds of unused addresses makes many).
+LISTEN = 1.0
+
+
 class ArpWatch:
-    """From `start` to `close`: probes once for this node's address on its interface, then
-    listens to ARP there; `on_conflict` gets each other host's hardware address once."""
+    """Probes for this node's address on its interface (`probe`) and listens to ARP there
+    for LISTEN seconds; `on_conflict` gets each other host's hardware address once."""
 
     def __init__(self, interface: str, address: ipaddress.IPv4Address, on_conflict: Callable[[str], None]) -> None:
         self._interface = interface
@@ -55,12 +62,17 @@ class ArpWatch:
         self._on_conflict = on_conflict
         self._socket: Optional[socket.socket] = None
         self._seen: set[str] = set()
+        self._closing: Optional[asyncio.TimerHandle] = None
+        self._unable = False  # no packet socket for this process: not tried again
 
-    def start(self) -> None:
+    def probe(self) -> None:
+        if self._socket is not None or self._unable:
+            return
         try:
             sock = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_ARP))
         except (OSError, AttributeError) as exc:  # no CAP_NET_RAW, or no packet sockets here
             log.debug("cannot watch ARP for %s on %s: %s", self._address, self._interface, exc)
+            self._unable = True
             return
         try:
             sock.bind((self._interface, ETH_P_ARP))
@@ -72,7 +84,9 @@ class ArpWatch:
             sock.close()
             return
         self._socket = sock
-        asyncio.get_running_loop().add_reader(sock.fileno(), self._readable, hardware)
+        loop = asyncio.get_running_loop()
+        loop.add_reader(sock.fileno(), self._readable, hardware)
+        self._closing = loop.call_later(LISTEN, self.close)
 
     def _readable(self, hardware: bytes) -> None:
         assert self._socket is not None
@@ -91,6 +105,9 @@ class ArpWatch:
                 self._on_conflict(other)
 
     def close(self) -> None:
+        if self._closing is not None:
+            self._closing.cancel()
+            self._closing = None
         if self._socket is not None:
             asyncio.get_running_loop().remove_reader(self._socket.fileno())
             self._socket.close()

@@ -13,16 +13,22 @@ from peers import join_argv, start_peer
 TIMEOUT = 8  # every node gives up after this: the job cannot form
 
 
-def test_a_shared_address_and_port_is_named_while_waiting(make_network, tmp_path):
+def start_twins(make_network, tmp_path):
+    """Three hosts, the third given the second's address, each running a join of one job of
+    3 on the default port: the second host, and the three peers."""
     net = make_network(3)
     twin, original = net.hosts[2], net.hosts[1]
-    twin.run(["ip", "addr", "flush", "dev", twin.interface], check=True)
-    twin.run(["ip", "addr", "add", f"{original.address}/24", "dev", twin.interface], check=True)
+    twin.readdress(original.address)
     job = f"n-{secrets.token_hex(4)}"
     peers = [
         start_peer(join_argv(3, job, tmp_path, options=["--timeout", str(TIMEOUT)]), tmp_path, h.name, popen=h.popen)
         for h in net.hosts
     ]
+    return original, peers
+
+
+def test_a_shared_address_and_port_is_named_while_waiting(make_network, tmp_path):
+    original, peers = start_twins(make_network, tmp_path)
     try:
         shared = re.compile(rf"peers seen: .*\({re.escape(original.address)}:\d+ was advertised by 2 nodes: ")
         # said while waiting, by the host that is not a twin, before its --timeout
@@ -45,15 +51,7 @@ def test_each_host_whose_address_another_host_has_names_it(make_network, tmp_pat
     the third node reaches answers its Status request for the other's advert
     (StatusRequest.about), which names the other's node id. Each warns at once and its
     timeout names the other host, not the network."""
-    net = make_network(3)
-    twin, original = net.hosts[2], net.hosts[1]
-    twin.run(["ip", "addr", "flush", "dev", twin.interface], check=True)
-    twin.run(["ip", "addr", "add", f"{original.address}/24", "dev", twin.interface], check=True)
-    job = f"n-{secrets.token_hex(4)}"
-    peers = [
-        start_peer(join_argv(3, job, tmp_path, options=["--timeout", str(TIMEOUT)]), tmp_path, h.name, popen=h.popen)
-        for h in net.hosts
-    ]
+    original, peers = start_twins(make_network, tmp_path)
     try:
         codes = [peer.proc.wait(timeout=HANG) for peer in peers]
     finally:

@@ -344,12 +344,13 @@ class PeerView:
         return sorted(a.peer for a in self._current if self.is_suspected(a.node_id, now))
 
 
-def conflicts(view: PeerView, now: float) -> list[str]:
+def conflicts(view: PeerView, now: float, expect_source: str = "--expect") -> list[str]:
     """Why the view's node cannot be in its job: a peer of the job wants a token this node lacks,
     or the peer it would join (the job's coordinator) runs the job with another
     --expect. The coordinator's --expect rules: a member that differs from it is the odd
     one and is refused, while the members that agree with it keep waiting; the
-    coordinator itself is never refused by a member's --expect."""
+    coordinator itself is never refused by a member's --expect. `expect_source`: where this
+    node's --expect came from (`--expect`, `RENDEZVOUS_EXPECT`, `FILE: expect`)."""
     candidates = sorted(view._candidates, key=lambda a: a.peer)
     tokens = [
         f"this job requires a token: peer {a.peer.describe()} runs job {a.job!r} with one; "
@@ -360,7 +361,7 @@ def conflicts(view: PeerView, now: float) -> list[str]:
     return tokens or [
         f"peer {a.peer.describe()}, the job's coordinator, runs job {a.job!r} with --expect "
         f"{a.expect}, but this node, {view.me.peer.describe()}, runs it with --expect "
-        f"{view.me.expect}; start it with --expect {a.expect} to join"
+        f"{view.me.expect} (set by {expect_source}); start it with --expect {a.expect} to join"
         for a in candidates
         if a.peer == coordinator and a.expect != view.me.expect
     ]

@@ -194,6 +194,7 @@ class Node:
                 self.config, self._endpoint.seat(), self.views, self.launcher, self._connect, self._enter, number,
                 self._previous_chief, on_progress=self._on_progress,
             )
+            joiner.expect_source = self._expect_source
             end = await self._round(joiner)
             if isinstance(end, int):
                 return end

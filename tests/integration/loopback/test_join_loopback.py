@@ -120,6 +120,7 @@ def test_a_coordinator_whose_only_peer_was_refused_for_its_expect_names_it_not_t
     del argv[at:at + 2]
     coordinator = start_peer(argv, tmp_path, "coordinator", extra_env={"RENDEZVOUS_EXPECT": "2"})
     assert odd.wait() == 4, odd.log
+    assert "runs it with --expect 3 (set by --expect); start it with --expect 2 to join" in odd.log, odd.log
     assert coordinator.wait() == 3, coordinator.log
     log = coordinator.log
     assert "multicast" not in log and "1 never appeared" not in log, log

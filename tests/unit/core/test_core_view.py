@@ -210,7 +210,9 @@ def test_only_the_coordinators_expect_rules_and_the_odd_member_is_the_one_refuse
     assert conflicts(view(LOW, odd_member), 0.0) == [], "this node agrees with its coordinator: it waits"
     (message,) = conflicts(view(LOW, me=odd_member), 0.0)
     assert "the job's coordinator" in message and "10.0.0.9 (bbbbbbbb)" in message
-    assert "start it with --expect 3" in message
+    assert "start it with --expect 3" in message and "(set by --expect)" in message
+    (message,) = conflicts(view(LOW, me=odd_member), 0.0, "/etc/rendezvous/rendezvous.conf: expect")
+    assert "(set by /etc/rendezvous/rendezvous.conf: expect); start it with --expect 3" in message
 
 
 def test_the_coordinator_is_never_refused_by_a_members_expect():

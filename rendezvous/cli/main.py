@@ -295,7 +295,7 @@ def _join(args: argparse.Namespace, command: Sequence[str]) -> int:
     try:
         from ..daemon.node import run_node
 
-        return asyncio.run(run_node(settings.join, reporters))
+        return asyncio.run(run_node(settings.join, reporters, settings.sources.get("expect", "--expect")))
     except RendezvousError as exc:
         return _report_error(exc, settings.log.log_format)
     except KeyboardInterrupt:

@@ -27,7 +27,7 @@ from .checks import (
 from . import slurm
 from .join import JoinConfig, LogConfig
 from .options import BY_NAME, LOG_OPTIONS, OPTIONS, SUBCOMMAND_OPTIONS, Kind, check_option, check_value, default_trainer_command
-from ..core.record import record
+from ..core.record import field, record
 from ..core.seeds import parse_seed
 from ..errors import ConfigError
 
@@ -60,6 +60,7 @@ class Settings:
     log: LogConfig
     config_file: Optional[str] = None  # the file that was read, if any
     from_slurm: tuple[str, ...] = ()  # the values taken from a Slurm job step, as the log says them
+    sources: Mapping[str, str] = field(default_factory=dict)  # option -> where its value came from (Value.source)
 
 
 def resolve_command(command: Sequence[str]) -> tuple[str, ...]:
@@ -239,7 +240,8 @@ def build_settings(values: Mapping[str, Value], config_file: Optional[str] = Non
     command = resolve_command(given.pop("command", ()))
     log = LogConfig(**{n: given.pop(n) for n in LOG_OPTIONS if n in given})
     join = JoinConfig(command=command, **given)
-    return Settings(join=join, log=log, config_file=config_file, from_slurm=from_slurm)
+    return Settings(join=join, log=log, config_file=config_file, from_slurm=from_slurm,
+                    sources={n: v.source for n, v in values.items()})
 
 
 def read_config_file(path: str, required: bool) -> Optional[dict[str, Value]]:

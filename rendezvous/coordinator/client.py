@@ -260,11 +260,14 @@ async def _ask(endpoint: str, timeout: float, method: str, request: Message):
 
 async def fetch_status(
     endpoint: str, timeout: float, keys: Optional[Keys] = None, caller: Optional[Advert] = None,
+    about: Optional[Advert] = None,
 ) -> NodeStatus:
     """The Status of the daemon at `endpoint`; NoDaemonError if it does not answer in time,
     or (with `keys`) if its answer is not signed with them. A peer sends its own advert as
-    the `caller` (see StatusRequest)."""
+    the `caller`, and the advert it confirms as `about` (see StatusRequest)."""
     request = pb.StatusRequest(caller=_wire.advert_to_pb(caller)) if caller else pb.StatusRequest()
+    if about is not None:
+        request.about.CopyFrom(_wire.advert_to_pb(about))
     signer, request = _auth.sign_request(keys, request)
     response = await _ask(endpoint, timeout, "Status", request)
     try:

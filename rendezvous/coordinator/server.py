@@ -29,6 +29,7 @@ from ..core.round import Policy, Round
 from ..core.size import Size
 from ..core.status import NodeStatus
 from ..core.stopping import StopOrder
+from ..core.unformed import is_twin
 from ..core.view import Target
 from ..host.ports import check_port_free
 from ..v1 import rendezvous_pb2 as pb
@@ -143,6 +144,8 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
             # has one, and from the address it claims (a forged advert's address has nobody
             # behind it to call from).
             self._take_hint(request.caller, context, vouched=signer.active or self._keys is None)
+        if request.HasField("about") and (signer.active or self._keys is None):
+            self._take_about(request.about)
         return signer.seal(_wire.status_to_pb(self._status()))
 
     def _take_hint(self, record: pb.AdvertRecord, context: grpc.aio.ServicerContext, vouched: bool) -> None:
@@ -157,6 +160,14 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
             log.debug("ignoring the advert sent with a Status request: %s", problem)
             return
         self._hint(advert, vouched)
+
+    def _take_about(self, record: pb.AdvertRecord) -> None:
+        """The advert a peer asks this node about: passed on (not vouched for) when it is
+        another node of this job at this node's own endpoint, which the view takes as its
+        twin (core.unformed.is_twin); any other says nothing to this node."""
+        advert = _wire.advert_from_pb(record)
+        if self._hint is not None and advert is not None and is_twin(self._c.me, self.round.job, advert):
+            self._hint(advert, False)
 
     async def JobStatus(self, request: Optional[pb.StatusRequest], context: grpc.aio.ServicerContext) -> pb.JobStatusResponse:  # noqa: N802
         if request is None:

@@ -92,7 +92,8 @@ def join(state: Round, peer: Peer, expect: Size, now: float, fingerprint: Option
             return reject(
                 state,
                 RejectReason.ENDPOINT_CLASH,
-                f"{peer.describe()} uses the endpoint of {other.describe()}",
+                f"{peer.describe()} uses the endpoint of {other.describe()}, which joined first: two hosts "
+                f"are configured with the address {peer.address}. Give each host its own address",
             )
     joined = tuple(sorted([*others, peer]))
     fingerprints = {**state.fingerprints, peer.node_id: fingerprint}

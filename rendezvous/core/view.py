@@ -19,6 +19,7 @@ from .family import Family, choose_family
 from .peer import Peer, describe_peers, elect_coordinator, shared_address
 from .record import field, record, replace
 from .size import Size
+from .unformed import MAX_REMEMBERED, Oddity, describe_odd, describe_twin, is_twin, oddity
 
 T = TypeVar("T")
 
@@ -94,6 +95,8 @@ class PeerView:
     shadowed: frozenset[str] = frozenset()  # a newer node id was seen at its endpoint
     superseded: Mapping[str, str] = field(default_factory=dict)  # node id -> its endpoint, which answered as another
     missed: frozenset[str] = frozenset()  # confirmed hints whose last Status went unanswered
+    left_odd: Mapping[str, Advert] = field(default_factory=dict)  # gone peers that were `odd`, as they claimed
+    twins: Mapping[str, Advert] = field(default_factory=dict)  # other node ids at this node's endpoint (core.unformed)
 
     def apply(self, event: DiscoveryEvent) -> "PeerView":
         """The view after what discovery reported: the same view when it tells nothing new."""
@@ -108,6 +111,8 @@ class PeerView:
         """Add or update a discovered advert. Other jobs are not part of the view."""
         if advert.job != self.me.job or advert.node_id == self.me.node_id or advert.node_id in self.superseded:
             return self
+        if is_twin(self.me.peer, self.me.job, advert):  # its Status would be this node's own: never a peer
+            return _with_twin(self, advert)
         heard = {advert.node_id}
         if self.others.get(advert.node_id) == advert:
             # The same advert again (a cache refresh) is no sign of life; from discovery, it
@@ -120,7 +125,7 @@ class PeerView:
             unreachable=_without(self.unreachable, advert.node_id),
             departed=self.departed - heard,
             hints=self.hints - heard,
-            shadowed=(self.shadowed - heard) | older,
+            shadowed=(self.shadowed - heard) | older, left_odd=_without(self.left_odd, advert.node_id),
         )
 
     def hinted(self, advert: Advert) -> "PeerView":
@@ -133,7 +138,7 @@ class PeerView:
         if advert.node_id in self.others or advert.node_id in self.departed:
             return self
         view = self.seen(advert)
-        return self if view is self else replace(view, hints=view.hints | {advert.node_id})
+        return view if advert.node_id not in view.others else replace(view, hints=view.hints | {advert.node_id})
 
     def unanswered(self, node_id: str) -> "PeerView":
         """A node did not answer its Status: one known only from a hint is dropped, as no
@@ -174,6 +179,7 @@ class PeerView:
             confirmed=_without(self.confirmed, node_id), hints=self.hints - {node_id},
             departed=self.departed | {node_id} if departed else self.departed,
             shadowed=self.shadowed - {node_id}, missed=self.missed - {node_id},
+            left_odd=_left_odd(self, node_id),
         )
 
     def answered_as(self, node_id: str, claims: Advert) -> "PeerView":
@@ -286,27 +292,6 @@ class PeerView:
         """Every peer seen that has an address of this node's family."""
         return sorted([self.me.peer, *(a.peer for a in self._usable.values())])
 
-    def conflicts(self, now: float) -> list[str]:
-        """Why this node cannot be in its job: a peer of the job wants a token this node lacks,
-        or the peer it would join (the job's coordinator) runs the job with another
-        --expect. The coordinator's --expect rules: a member that differs from it is the odd
-        one and is refused, while the members that agree with it keep waiting; the
-        coordinator itself is never refused by a member's --expect."""
-        candidates = sorted(self._candidates, key=lambda a: a.peer)
-        tokens = [
-            f"this job requires a token: peer {a.peer.describe()} runs job {a.job!r} with one; "
-            "start this node with --token-file holding the same secret"
-            for a in [c for c in candidates if c.auth and not self.me.auth][:1]
-        ]
-        coordinator = self.target(now).peer
-        return tokens or [
-            f"peer {a.peer.describe()}, the job's coordinator, runs job {a.job!r} with --expect "
-            f"{a.expect}, but this node, {self.me.peer.describe()}, runs it with --expect "
-            f"{self.me.expect}; start it with --expect {a.expect} to join"
-            for a in candidates
-            if a.peer == coordinator and a.expect != self.me.expect
-        ]
-
     @property
     def complete(self) -> bool:
         """Whether as many peers were seen as the job may have (--expect MAX)."""
@@ -358,25 +343,68 @@ class PeerView:
     def suspected(self, now: float) -> list[Peer]:
         return sorted(a.peer for a in self._current if self.is_suspected(a.node_id, now))
 
-    def missing_summary(self) -> str:
-        return describe_missing(self)
+
+def conflicts(view: PeerView, now: float, expect_source: str = "--expect") -> list[str]:
+    """Why the view's node cannot be in its job: a peer of the job wants a token this node lacks,
+    or the peer it would join (the job's coordinator) runs the job with another
+    --expect. The coordinator's --expect rules: a member that differs from it is the odd
+    one and is refused, while the members that agree with it keep waiting; the
+    coordinator itself is never refused by a member's --expect. `expect_source`: where this
+    node's --expect came from (`--expect`, `RENDEZVOUS_EXPECT`, `FILE: expect`)."""
+    candidates = sorted(view._candidates, key=lambda a: a.peer)
+    tokens = [
+        f"this job requires a token: peer {a.peer.describe()} runs job {a.job!r} with one; "
+        "start this node with --token-file holding the same secret"
+        for a in [c for c in candidates if c.auth and not view.me.auth][:1]
+    ]
+    coordinator = view.target(now).peer
+    return tokens or [
+        f"peer {a.peer.describe()}, the job's coordinator, runs job {a.job!r} with --expect "
+        f"{a.expect}, but this node, {view.me.peer.describe()}, runs it with --expect "
+        f"{view.me.expect} (set by {expect_source}); start it with --expect {a.expect} to join"
+        for a in candidates
+        if a.peer == coordinator and a.expect != view.me.expect
+    ]
 
 
-def describe_missing(view: PeerView) -> str:
-    """For the timeout message: who was seen and counts, who was seen but left out (it
-    failed authentication, or has no token where this node has one), and how many never
-    appeared."""
-    me = view.me
-    counted = sorted([me.peer, *(a.peer for a in view._counted)])
-    left_out = sorted(a.peer for a in view._usable.values() if not view._trusted(a))
-    missing = max(0, me.expect.min - len(counted))
+def describe_missing(view: PeerView, expect_source: str = "--expect") -> str:
+    """For the timeout message: who was seen and counts, who was heard but cannot be in
+    the job with this node (`odd`: another --expect, no token where this node has one,
+    failed authentication; `expect_source` says where this node's --expect came from),
+    how many never appeared, and an address several nodes have."""
+    me, odd = view.me, odd_peers(view)
+    left_out = {a.node_id for a, _ in odd}
+    counted = sorted([me.peer, *(a.peer for a in view._counted if a.node_id not in left_out)])
+    missing = max(0, me.expect.min - len(counted) - len(odd))
     twins = "".join(f"; {line}" for line in describe_shared(view))
-    untrusted = (f"; left out, not holding this node's token: {describe_peers(left_out)}"
-                 if left_out else "")
+    heard = f"; {describe_odd(me, odd, expect_source)}" if odd else ""
     return (
         f"saw {len(counted)} of {me.expect.describe()} peers of job {me.job!r}: "
-        f"{describe_peers(counted)}{untrusted}; {missing} never appeared{twins}"
+        f"{describe_peers(counted)}{heard}; {missing} never appeared{twins}"
     )
+
+
+def odd_peers(view: PeerView) -> list[tuple[Advert, Oddity]]:
+    """The peers of the view's job it heard that cannot be in the job with it
+    (`core.unformed.oddity`), those gone since included: why the job may not form."""
+    claims = {**view.left_odd, **{n: view.confirmed.get(n, a) for n, a in view.others.items()}}
+    sure = view.confirmed.keys() | view.left_odd.keys()  # those gone were judged as they left
+    found = ((a, oddity(view.me, a, n in sure, n in view.distrusted)) for n, a in claims.items())
+    return [(a, why) for a, why in found if why is not None]
+
+
+def _left_odd(view: PeerView, node_id: str) -> Mapping[str, Advert]:
+    """`left_odd` once `node_id` has left: with its claims if it was odd (within bounds)."""
+    claims = view.confirmed.get(node_id, view.others[node_id])
+    odd = oddity(view.me, claims, node_id in view.confirmed, node_id in view.distrusted)
+    kept = odd is not None and len(view.left_odd) < MAX_REMEMBERED
+    return {**view.left_odd, node_id: claims} if kept else view.left_odd
+
+
+def _with_twin(view: PeerView, advert: Advert) -> PeerView:
+    """The view that knows `advert` advertises its own endpoint (core.unformed.is_twin)."""
+    known = advert.node_id in view.twins or len(view.twins) >= MAX_REMEMBERED
+    return view if known else replace(view, twins={**view.twins, advert.node_id: advert})
 
 
 def describe_shared(view: PeerView) -> list[str]:
@@ -390,13 +418,13 @@ def describe_shared(view: PeerView) -> list[str]:
     holders = {p.endpoint: p.node_id for p in counted}
     for endpoint in sorted(set(view.superseded.values())):
         older = sorted(n for n, e in view.superseded.items() if e == endpoint)
-        holder = holders.get(endpoint)
-        nodes = f"{', '.join(older)} before {holder}, which answers there" if holder else ", ".join(older)
+        holder = holders.get(endpoint)  # gone, when the node that answered there has left since
+        nodes = f"{', '.join(older)} before {holder or 'another node'}, which answer{'s' if holder else 'ed'} there"
         said.append(
-            f"{endpoint} was advertised by {len(older) + (holder is not None)} nodes: {nodes}; a daemon "
+            f"{endpoint} was advertised by {len(older) + 1} nodes: {nodes}; a daemon "
             "restarted there, or two hosts configured with the same address and port"
         )
-    return said
+    return said + [describe_twin(view.me, t) for t in sorted(view.twins.values(), key=lambda t: t.node_id)]
 
 
 def _same_claims(confirmed: Optional[Advert], advert: Advert) -> bool:

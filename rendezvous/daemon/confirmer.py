@@ -119,7 +119,7 @@ class Confirmer:
         node_id, view = advert.node_id, self._views.view
         self._asked[node_id] = advert
         try:
-            status = await fetch_status(advert.peer.endpoint, self._timeout, self._keys, caller=view.me)
+            status = await fetch_status(advert.peer.endpoint, self._timeout, self._keys, caller=view.me, about=advert)
         except StatusUntrusted as exc:
             self._views.distrust(advert.peer, str(exc))
             return

@@ -33,6 +33,7 @@ from ..core.size import Size
 from ..core.progress import VARIABLE as PROGRESS_VARIABLE
 from ..core.progress import Progress
 from ..core.tf_config import Membership, command_environment
+from ..core.view import conflicts
 from ..coordinator.local import JoinHandler
 from ..errors import MembershipError
 from ..launch.errorfile import ErrorFile
@@ -84,6 +85,7 @@ class Joiner:
         self._enter = enter
         self._round = round
         self.session: Optional[JoinSession] = None
+        self.expect_source = "--expect"  # where config.expect came from, for the conflict it names
         self.failure: Optional[Failure] = None  # this node's command failed: why
         self._errors: Optional[ErrorFile] = None  # $RENDEZVOUS_ERROR_FILE, made at the freeze
         self._beats: Optional[asyncio.Task] = None
@@ -103,7 +105,7 @@ class Joiner:
         try:
             return await self._join_until_released()
         except MembershipError:
-            if self._views.view.conflicts(time.monotonic()):
+            if conflicts(self._views.view, time.monotonic(), self.expect_source):
                 await asyncio.sleep(self._config.timings.conflict_linger)
             raise
 
@@ -228,7 +230,7 @@ class Joiner:
             while True:
                 view = self._views.view
                 now = time.monotonic()
-                yield machine.TargetChanged(view.target(now).endpoint, tuple(view.conflicts(now)))
+                yield machine.TargetChanged(view.target(now).endpoint, tuple(conflicts(view, now, self.expect_source)))
                 self._views.changed.clear()
                 changed = asyncio.ensure_future(self._views.changed.wait())
                 waiting = {receive, changed} | ({exited} if exited and not exited.done() else set())

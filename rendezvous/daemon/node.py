@@ -32,7 +32,7 @@ from ..core.seeds import parse_seeds
 from ..core.status import NodeStatus
 from ..core.stopping import StopOrder
 from ..core.tf_config import Membership
-from ..core.view import PeerView, describe_shared
+from ..core.view import PeerView
 from ..discovery import DiscoveryFactory
 from ..discovery.combined import discovery_factory
 from ..errors import JobFailed, JobStopped, RendezvousTimeout
@@ -67,8 +67,10 @@ class Node:
         connect: SessionFactory = JoinSession,
         launcher: Optional[Callable[[], Launcher]] = None,
         bind: Binder = bind_resources,
+        expect_source: str = "--expect",  # where config.expect came from, for the messages that name it
     ) -> None:
         self.config = config
+        self._expect_source = expect_source
         self.node_id = node_id or new_node_id()
         self.reporter = reporter or Reporter()
         self._make_discovery = discovery or discovery_factory(discovery_mode(config), parse_seeds(config.peers),
@@ -125,17 +127,10 @@ class Node:
             gpus={a.node_id: a.gpus for a in view.adverts if a.gpus},
             progress=joiner.progress if joiner else None,
             rendezvous_seconds=self._rendezvous_seconds,
-            hint=self._waiting_hint(view),
+            hint=self._presence.waiting(view) if self._phase is Phase.WAITING else None,
             failure=(joiner.failure if joiner else None) or self._failure,
             ending=self._ending,
         )
-
-    def _waiting_hint(self, view: PeerView) -> Optional[str]:
-        """What the progress line adds while this node waits: why nobody may be seen, or an
-        address that several nodes have."""
-        if self._phase is not Phase.WAITING:
-            return None
-        return self._presence.hint if not view.others else "; ".join(describe_shared(view)) or None
 
     def _warm_status(self) -> dict:
         """The warm interpreter waiting for a round: the next round's spare, or this round's
@@ -168,7 +163,7 @@ class Node:
                 self.status, self._report, fingerprint,
             )
             self._presence = Presence(self.config, self._endpoint, self.views, lambda: self._phase, self._frozen,
-                                      self._report)
+                                      self._report, self._expect_source)
             metrics = None
             try:
                 metrics = start_metrics(self.config.metrics_port, str(self._endpoint.me.address), self.status,
@@ -199,6 +194,7 @@ class Node:
                 self.config, self._endpoint.seat(), self.views, self.launcher, self._connect, self._enter, number,
                 self._previous_chief, on_progress=self._on_progress,
             )
+            joiner.expect_source = self._expect_source
             end = await self._round(joiner)
             if isinstance(end, int):
                 return end
@@ -292,11 +288,7 @@ class Node:
             code = await self.launcher.stop(self.config.stop_grace)
             return code if self.launcher.pid else 128 + (self.signals.signum or signal.SIGTERM)
         except TimedOut:
-            raise RendezvousTimeout(
-                f"no rendezvous within --timeout {self.config.timeout:g}s: {self.view.missing_summary()}. "
-                "Check that every node runs the same --job, --expect and --token-file and that "
-                "multicast (UDP 5353) passes between them, or give seeds with --peer"
-            ) from None
+            raise RendezvousTimeout(self._presence.unformed(self.config.timeout or 0.0)) from None
 
     async def _say_stopped(self, joiner: Joiner) -> None:
         """A stop signal while the command ran: the coordinator hears from this node that
@@ -363,5 +355,5 @@ def output_settings(config: JoinConfig) -> OutputSettings:
     return OutputSettings(directory, config.job, config.output_max_bytes, config.output_keep_rounds)
 
 
-async def run_node(config: JoinConfig, reporter: Optional[Reporter] = None) -> int:
-    return await Node(config, reporter=reporter).run()
+async def run_node(config: JoinConfig, reporter: Optional[Reporter] = None, expect_source: str = "--expect") -> int:
+    return await Node(config, reporter=reporter, expect_source=expect_source).run()

@@ -87,6 +87,7 @@ class Endpoint:
     registration: Optional[Path] = None
     data_interface: Optional[str] = None
     allowed: Optional[frozenset[IPAddress]] = None  # --allow-host's addresses; None: any host
+    interface: Optional[str] = None  # the one that holds `me.address` (host.arp watches it)
 
     def seat(self) -> Seat:
         progress_dir = self.registration.parent if self.registration else None
@@ -211,7 +212,8 @@ def bind_resources(
         views.listen(listener)
     endpoint = Endpoint(
         me, reservation, ipv6, server, health.aio.HealthServicer(), service, discovery, confirmer, timings,
-        fingerprint, sync, keys, data_interface=data.interface if data else None, allowed=allowed,
+        fingerprint, sync, keys, data_interface=data.interface if data else None, interface=choice.interface,
+        allowed=allowed,
     )
     return endpoint, views
 

@@ -21,6 +21,7 @@ from typing import Callable, Optional, Sequence
 
 from ..core.heard import Heard
 from ..core.peer import Peer
+from ..core.unformed import TWIN_ADVICE, describe_twin
 from ..core.view import PeerView
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,8 @@ class ViewHolder:
             if node_id in view.others and node_id in view.confirmed:
                 # Suspected, then confirmed: by its Status answer or its own signed request.
                 log.info("%s answers again: it is a candidate again", view.others[node_id].peer.describe())
+        for node_id in view.twins.keys() - before.twins.keys():  # another host with this node's address
+            log.warning("%s. %s", describe_twin(view.me, view.twins[node_id]), TWIN_ADVICE)
         self.heard = self.heard.only(a.node_id for a in view.adverts)
         if self._told < VIEW_BURST:
             self._tell()

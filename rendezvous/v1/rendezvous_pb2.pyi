@@ -296,12 +296,14 @@ class StopOrder(_message.Message):
     def __init__(self, address: _Optional[str] = ..., user: _Optional[str] = ..., reason: _Optional[str] = ..., stop_grace: _Optional[float] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
-    __slots__ = ("header", "caller")
+    __slots__ = ("header", "caller", "about")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     CALLER_FIELD_NUMBER: _ClassVar[int]
+    ABOUT_FIELD_NUMBER: _ClassVar[int]
     header: Header
     caller: AdvertRecord
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., caller: _Optional[_Union[AdvertRecord, _Mapping]] = ...) -> None: ...
+    about: AdvertRecord
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., caller: _Optional[_Union[AdvertRecord, _Mapping]] = ..., about: _Optional[_Union[AdvertRecord, _Mapping]] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
     __slots__ = ("header", "self", "phase", "expect", "coordinator", "members", "tf_config", "rank", "seen", "trainer_pid", "trainer_uptime_seconds", "exit_code", "fingerprint", "tensorflow", "gpus", "preflight", "progress", "expect_min", "gpu_count", "failure", "ending", "warm_pid", "warm_rss_bytes", "silent", "silent_seconds")

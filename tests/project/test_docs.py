@@ -216,6 +216,8 @@ DYNAMIC = {
     "daemon/presence.py:_name_left_out": "it is left out; give it an IPv4 address",
     "daemon/presence.py:_switch_family": "this node uses its IPv6 address",
     "daemon/presence.py:_hint_when_alone": "no peer seen for 10s",
+    "daemon/presence.py:_held_by": "answers for this node's address",
+    "daemon/viewholder.py:update": "also advertises this node's address and port",
     "daemon/resources.py:run_all": "could not %s",
     "discovery/__init__.py:deliver": "handling %s failed",
     "host/runtime.py:register": "refusing runtime directory",

@@ -192,6 +192,11 @@ class Host:
         own = [f"{self.address}/{self.prefixlen}"] if self.has_ipv4 or self.address6 is None else []
         return own + ([f"{self.address6}/64"] if self.address6 else [])
 
+    def readdress(self, address: str) -> None:
+        """Give ``eth0`` ``address`` (another host's, say) instead of its own."""
+        self.run(["ip", "addr", "flush", "dev", self.interface], check=True)
+        self.run(["ip", "addr", "add", f"{address}/{self.prefixlen}", "dev", self.interface], check=True)
+
     def command(self, argv: Sequence[str]) -> list[str]:
         """``argv`` prefixed to run inside this host's namespace."""
         if isinstance(argv, (str, bytes)):

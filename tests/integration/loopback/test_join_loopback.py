@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import signal
 import sys
@@ -10,7 +11,7 @@ import time
 
 import pytest
 
-from patience import HANG
+from patience import HANG, wait_until
 from peers import assert_consistent, join_argv, records, start_peer, wait_for_records, wait_gone
 
 
@@ -102,6 +103,36 @@ def test_a_node_whose_expect_differs_from_the_coordinators_is_refused_and_the_jo
     assert coordinator.wait() == 0, coordinator.log
     assert right.wait() == 0, right.log
     assert len(records(out)) == 2
+
+
+def test_a_coordinator_whose_only_peer_was_refused_for_its_expect_names_it_not_the_network(tmp_path, job):
+    """The coordinator's hint after `lonely-hint` and its timeout name the refused peer, its
+    --expect and this node's with where it came from (here RENDEZVOUS_EXPECT), and say
+    nothing of multicast: a peer was heard. The odd node starts first, so the coordinator
+    hears it at once, well before its hint."""
+    out = tmp_path / "out"
+    out.mkdir()
+    hint = 10.0  # Timings.lonely_hint, the default
+    odd = start_peer(join_argv(3, job, out, address="127.0.0.3"), tmp_path, "odd")
+    wait_until(lambda: "1/3 peers seen" in odd.log, "the odd node up")
+    argv = join_argv(2, job, out, address="127.0.0.2", options=["--timeout", str(hint + 3)])
+    at = argv.index("--expect")
+    del argv[at:at + 2]
+    coordinator = start_peer(argv, tmp_path, "coordinator", extra_env={"RENDEZVOUS_EXPECT": "2"})
+    assert odd.wait() == 4, odd.log
+    assert "runs it with --expect 3 (set by --expect); start it with --expect 2 to join" in odd.log, odd.log
+    assert coordinator.wait() == 3, coordinator.log
+    log = coordinator.log
+    assert "multicast" not in log and "1 never appeared" not in log, log
+    said = f"127.0.0.3 ({odd_id(odd.log)}) runs it with --expect 3, this node with --expect 2 (set by RENDEZVOUS_EXPECT)"
+    [warning] = [line for line in log.splitlines() if "WARNING no peer of job" in line]
+    assert said in warning, log
+    [error] = [line for line in log.splitlines() if "no rendezvous within --timeout" in line]
+    assert said in error and error.endswith("Start every node of the job with the same --expect"), log
+
+
+def odd_id(log: str) -> str:
+    return re.search(r"INFO node ([0-9a-f]+) uses", log).group(1)
 
 
 def test_late_peer_gets_an_error_not_a_hang(tmp_path, job):

@@ -136,8 +136,7 @@ def test_two_hosts_with_the_same_address_are_named(make_network, tmp_path):
     coordinator's reason for ending the round says what may be wrong."""
     net = make_network(3)
     twin, original = net.hosts[2], net.hosts[1]
-    twin.run(["ip", "addr", "flush", "dev", twin.interface], check=True)
-    twin.run(["ip", "addr", "add", f"{original.address}/24", "dev", twin.interface], check=True)
+    twin.readdress(original.address)
     job = f"n-{secrets.token_hex(4)}"
     # the twins wait longer, so that the first host still sees both when it gives up; they
     # listen on free ports (on the default one they would share an endpoint, which the

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from rendezvous.core.advert import Advert, Phase
 from rendezvous.core.peer import Peer
-from rendezvous.core.view import Gone, Hinted, PeerView, Seen, Target
+from rendezvous.core.view import Gone, Hinted, PeerView, Seen, Target, conflicts, describe_missing
 from rendezvous.core.size import Size
 from rendezvous.core.record import FrozenError, replace
 
@@ -192,12 +192,12 @@ def test_peers_are_sorted_numerically():
 
 
 def test_no_conflicts_when_everyone_agrees():
-    assert view(LOW, HIGH).conflicts(0.0) == []
+    assert conflicts(view(LOW, HIGH), 0.0) == []
 
 
 def test_conflicts_name_both_expect_values_and_the_peer():
     odd = advert("10.0.0.9", "bbbbbbbb", expect=4)
-    (message,) = view(odd, HIGH).conflicts(0.0)
+    (message,) = conflicts(view(odd, HIGH), 0.0)
     assert "--expect 4" in message
     assert "--expect 3" in message
     assert "10.0.0.9 (bbbbbbbb)" in message
@@ -207,25 +207,27 @@ def test_conflicts_name_both_expect_values_and_the_peer():
 
 def test_only_the_coordinators_expect_rules_and_the_odd_member_is_the_one_refused():
     odd_member = advert("10.0.0.100", "cccccccc", expect=2)
-    assert view(LOW, odd_member).conflicts(0.0) == [], "this node agrees with its coordinator: it waits"
-    (message,) = view(LOW, me=odd_member).conflicts(0.0)
+    assert conflicts(view(LOW, odd_member), 0.0) == [], "this node agrees with its coordinator: it waits"
+    (message,) = conflicts(view(LOW, me=odd_member), 0.0)
     assert "the job's coordinator" in message and "10.0.0.9 (bbbbbbbb)" in message
-    assert "start it with --expect 3" in message
+    assert "start it with --expect 3" in message and "(set by --expect)" in message
+    (message,) = conflicts(view(LOW, me=odd_member), 0.0, "/etc/rendezvous/rendezvous.conf: expect")
+    assert "(set by /etc/rendezvous/rendezvous.conf: expect); start it with --expect 3" in message
 
 
 def test_the_coordinator_is_never_refused_by_a_members_expect():
     coordinator = advert("10.0.0.1", "dddddddd", expect=5)
-    assert view(LOW, HIGH, me=coordinator).conflicts(0.0) == []
+    assert conflicts(view(LOW, HIGH, me=coordinator), 0.0) == []
 
 
 def test_a_suspected_coordinator_is_no_conflict_its_successor_is():
     odd = advert("10.0.0.9", "bbbbbbbb", expect=4)
     v = view(odd, HIGH).suspect(odd.node_id, until=30.0)
-    assert v.conflicts(10.0) == [] and len(v.conflicts(30.0)) == 1
+    assert conflicts(v, 10.0) == [] and len(conflicts(v, 30.0)) == 1
 
 
 def test_other_jobs_never_conflict():
-    assert view(advert("10.0.0.1", "dddddddd", job="other", expect=9)).conflicts(0.0) == []
+    assert conflicts(view(advert("10.0.0.1", "dddddddd", job="other", expect=9)), 0.0) == []
 
 
 # --------------------------------------------------------------------------
@@ -342,34 +344,35 @@ def test_every_waiting_peer_agrees_on_the_target(entries):
 
 
 # --------------------------------------------------------------------------
-# progress and missing_summary
+# progress and describe_missing
 # --------------------------------------------------------------------------
 
 
 def test_missing_summary_counts_the_missing():
-    assert view(LOW).missing_summary() == (
+    assert describe_missing(view(LOW)) == (
         "saw 2 of 3 peers of job 'job': 10.0.0.9 (bbbbbbbb), 10.0.0.10 (aaaaaaaa); 1 never appeared"
     )
 
 
 def test_missing_summary_alone():
-    assert PeerView(ME).missing_summary().endswith("; 2 never appeared")
+    assert describe_missing(PeerView(ME)).endswith("; 2 never appeared")
 
 
 def test_missing_summary_names_the_peers_left_out_for_the_token_and_does_not_count_them():
     """Seen, but failing authentication (another token) or without a token: they do not
-    make the job, and saying "0 never appeared" of them would hide why it did not form."""
+    make the job, and the summary says why of each instead of counting them."""
     me = replace(ME, auth=True)
     v = view(replace(LOW, auth=True), replace(HIGH, auth=False), me=me).distrust(LOW.node_id)
-    assert v.missing_summary() == (
-        "saw 1 of 3 peers of job 'job': 10.0.0.10 (aaaaaaaa); left out, not holding this node's token: "
-        "10.0.0.9 (bbbbbbbb), 10.0.0.100 (cccccccc); 2 never appeared"
+    assert describe_missing(v) == (
+        "saw 1 of 3 peers of job 'job': 10.0.0.10 (aaaaaaaa); heard but not in the job with this node: "
+        "10.0.0.9 (bbbbbbbb) failed authentication: it does not hold this node's --token-file; "
+        "10.0.0.100 (cccccccc) runs it without a token, this node with --token-file; 0 never appeared"
     )
 
 
 def test_missing_summary_never_goes_negative():
     extra = advert("10.0.0.200", "dddddddd")
-    assert view(LOW, HIGH, extra).missing_summary().endswith("; 0 never appeared")
+    assert describe_missing(view(LOW, HIGH, extra)).endswith("; 0 never appeared")
 
 
 # --------------------------------------------------------------------------
@@ -414,7 +417,7 @@ def test_gone_forgets_the_suspicion():
 
 def test_expect_conflict_message_names_both_values_without_nested_parentheses():
     other = advert("10.0.0.9", "bbbbbbbb", expect=2)
-    [message] = view(other).conflicts(0.0)
+    [message] = conflicts(view(other), 0.0)
     assert "--expect 2" in message and "--expect 3" in message
     assert "((" not in message and "))" not in message
 
@@ -438,10 +441,10 @@ def test_a_suspicion_lasts_until_the_peer_answers_again():
 
 def test_the_timeout_summary_names_an_address_shared_by_two_nodes():
     twin = advert("10.0.0.9", "eeeeeeee", port=7001)
-    summary = view(LOW, twin).missing_summary()
+    summary = describe_missing(view(LOW, twin))
     assert "10.0.0.9 is the address of 2 nodes" in summary
     assert "two hosts are configured with the same address" in summary
-    assert "same address" not in view(LOW, HIGH).missing_summary()
+    assert "same address" not in describe_missing(view(LOW, HIGH))
 
 
 # --------------------------------------------------------------------------
@@ -471,11 +474,11 @@ def test_with_a_token_adverts_without_one_do_not_count():
     me = replace(ME, auth=True)
     v = view(LOW, replace(HIGH, expect=Size.fixed(5)), me=me)
     assert v.target(0.0).peer == me.peer
-    assert v.conflicts(0.0) == []  # its --expect is no claim this node acts on
+    assert conflicts(v, 0.0) == []  # its --expect is no claim this node acts on
 
 
 def test_without_a_token_an_advert_wanting_one_is_a_conflict():
-    [conflict] = view(LOW, replace(HIGH, auth=True, expect=Size.fixed(5))).conflicts(0.0)
+    [conflict] = conflicts(view(LOW, replace(HIGH, auth=True, expect=Size.fixed(5))), 0.0)
     assert "this job requires a token" in conflict and "--token-file" in conflict
 
 
@@ -488,7 +491,7 @@ def test_an_unconfirmed_advert_is_not_elected_and_its_claims_are_not_acted_on():
     liar = replace(LOW, expect=Size.fixed(1), phase=Phase.RUNNING, coordinator="10.0.0.1:7000")
     v = PeerView(ME).seen(liar).seen(HIGH).confirm(HIGH)
     assert v.target(0.0).peer == ME.peer
-    assert v.conflicts(0.0) == []
+    assert conflicts(v, 0.0) == []
     assert v.unconfirmed(0.0) == [liar]
 
 

@@ -9,7 +9,7 @@ from rendezvous.core.advert import Advert, Phase
 from rendezvous.core.peer import Peer
 from rendezvous.core.size import Size
 from rendezvous.core.status import describe_progress
-from rendezvous.core.view import PeerView, describe_shared
+from rendezvous.core.view import PeerView, describe_missing, describe_shared
 
 ip = ipaddress.ip_address
 
@@ -79,18 +79,19 @@ def test_a_forged_advert_at_a_live_nodes_endpoint_costs_one_status():
     assert view.target(0.0).peer == OLD.peer
 
 
-def test_a_node_at_this_nodes_own_endpoint_is_superseded_once_that_endpoint_answers():
-    # this node's predecessor (from seeds' gossip), or a host given the same address
+def test_a_node_at_this_nodes_own_endpoint_is_its_twin_never_a_peer():
+    # a host given the same address, or this node's predecessor (from seeds' gossip): its
+    # Status would be this node's own, so it is never asked, counted or elected
     other = advert("10.0.0.10", "eeeeeeee")
     view = PeerView(ME).seen(other)
-    assert other in view.unconfirmed(0.0)
-    view = view.answered_as(other.node_id, ME)
-    assert view.others == {} and set(view.superseded) == {other.node_id}
-    assert view.present(0.0) == [ME.peer]
+    assert view.others == {} and view.twins == {other.node_id: other}
+    assert view.unconfirmed(0.0) == [] and view.present(0.0) == [ME.peer]
+    assert view.seen(other) is view and PeerView(ME).hinted(other).hints == frozenset()
     assert describe_shared(view) == [
-        "10.0.0.10:7000 was advertised by 2 nodes: eeeeeeee before aaaaaaaa, which answers there; a daemon "
-        "restarted there, or two hosts configured with the same address and port"
+        "node eeeeeeee also advertises this node's address and port 10.0.0.10:7000 (job 'job'; this node is "
+        "aaaaaaaa): two hosts are configured with the address 10.0.0.10, unless a daemon ran here before with that id"
     ]
+    assert describe_missing(view).endswith("2 never appeared; " + describe_shared(view)[0])
 
 
 def test_the_waiting_and_timeout_messages_name_an_endpoint_several_nodes_advertised():
@@ -100,7 +101,7 @@ def test_the_waiting_and_timeout_messages_name_an_endpoint_several_nodes_adverti
         "10.0.0.9:7000 was advertised by 2 nodes: bbbbbbbb before cccccccc, which answers there; a daemon "
         "restarted there, or two hosts configured with the same address and port"
     ]
-    assert view.missing_summary().endswith("1 never appeared; " + shared[0])
+    assert describe_missing(view).endswith("1 never appeared; " + shared[0])
     assert describe_shared(PeerView(ME).seen(HIGH).confirm(HIGH)) == []
 
 

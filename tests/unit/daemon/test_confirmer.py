@@ -40,7 +40,7 @@ class Script:
         self.adverts: list[Advert] = []  # the nodes that may be asked, as they advertise now
         self.asked: list[Advert] = []
 
-    async def __call__(self, endpoint, timeout, keys, caller):
+    async def __call__(self, endpoint, timeout, keys, caller, about=None):
         target = next(a for a in self.adverts if a.peer.endpoint == endpoint)
         self.asked.append(target)
         if self.silent:

@@ -47,7 +47,7 @@ def test_a_coordinator_suspected_while_asked_again_answers_again_as_a_candidate(
     release = asyncio.Event()
     answer = Script()
 
-    async def held(endpoint, timeout, keys, caller):
+    async def held(endpoint, timeout, keys, caller, about=None):
         await release.wait()  # stopped (SIGSTOP), then continued
         return await answer(endpoint, timeout, keys, caller)
 

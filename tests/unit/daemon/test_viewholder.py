@@ -20,6 +20,7 @@ VIEW_SETTLE = Timings().view_settle
 class FakeView:
     adverts: list = []  # nobody heard of: the record of who was heard stays empty
     unreachable: dict = {}  # nobody suspected
+    twins: dict = {}  # nobody at this node's endpoint
 
     def __init__(self, n: int) -> None:
         self.n = n

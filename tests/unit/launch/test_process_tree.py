@@ -134,9 +134,11 @@ def test_what_a_command_left_behind_gets_the_grace_of_how_the_command_ended(exit
     async def scenario():
         launcher = Launcher(stop_grace=stop_grace, abort_grace=abort_grace)
         await launcher.arm(leaves_behind(seconds, exit_code, tmp_path / "ready"), {})
+        # from before the start: the grace runs from the command's exit, which may come before
+        # this test sees the sleep running
+        began = time.monotonic()
         launcher.fire(time.time())
         await until(lambda: running(f"sleep\0{seconds}"), time.monotonic() + 30, "the sleep never ran")
-        began = time.monotonic()
         code = await asyncio.wait_for(launcher.wait(), 60)
         return code, time.monotonic() - began
 

@@ -21,8 +21,8 @@ class Spare:
         self._up: Optional[asyncio.Task] = None
 
     def warm(self) -> None:
-        """Start warming, once the round's command has got going (its first progress line,
-        or --timings spare-after); nothing without modules to import, or with a spare."""
+        """Start warming (--timings spare-after after the round's start, or at its first
+        progress line if sooner); nothing without modules to import, or with a spare."""
         if not self._modules or self._launcher is not None:
             return
         spare = self._launcher = self._make_launcher()

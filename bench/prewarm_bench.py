@@ -254,8 +254,11 @@ def main() -> None:
     parser.add_argument("--kinds", default="restart,cold", help="restart, at, cold, admission (3 hosts)")
     parser.add_argument("--fault-after", type=float, default=10.0,
                         help="at: seconds from the round's start to the kill (default 10)")
+    parser.add_argument("--epochs", type=int, default=EPOCHS,
+                        help=f"the trainer's epochs of 100 steps (default {EPOCHS}): more for a late --fault-after")
     parser.add_argument("--print", action="store_true", help="only summarize the results file")
     args = parser.parse_args()
+    TRAINER[TRAINER.index("--epochs") + 1] = str(args.epochs)
     rows = [json.loads(l) for l in args.results.read_text().splitlines()] if args.results.exists() else []
     if args.print:
         print(summary(rows))

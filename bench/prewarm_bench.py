@@ -6,7 +6,7 @@ one run: `rendezvous join` x 2, one per network namespace (needs root), digits t
               next round (the latest of the two workers' first steps; each worker's result
               file says when its last process took its first step)
     at        the same, with the kill --fault-after seconds (default 10) after the round's
-              start (its trainer seen running), whether the spare is ready or not; the row
+              start (its freeze), whether the spare is ready or not; the row
               also says when the spare had imported, counted from the round's start
               (spare_ready_s; None: not by the kill)
     cold      the last daemon launched -> the first training step of round 1, against the
@@ -148,16 +148,20 @@ def restart_run(net, prewarm: str) -> dict:
 
 
 def at_run(net, prewarm: str, fault_after: float) -> dict:
-    """kill -9 of worker 1's trainer `fault_after` seconds after its round started (the trainer
-    first seen below its daemon) -> the first training step of the next round; and when the
-    next round's spare had imported, from the round's start."""
+    """kill -9 of worker 1's trainer `fault_after` seconds after its round started (its freeze)
+    -> the first training step of the next round; and when the next round's spare had
+    imported, from the round's start."""
     work = Path(tempfile.mkdtemp(prefix="prewarm-at-"))
     job = f"t-{secrets.token_hex(3)}"
     logs = [open(work / f"{h.name}.log", "w") for h in net.hosts]
     daemons = [h.popen(join_argv(job, prewarm, work, h.name), stdout=log, stderr=subprocess.STDOUT)
                for h, log in zip(net.hosts, logs)]
-    running = wait(lambda: trainers(daemons[1].pid)[0], "the trainer")
+    victim_log = work / f"{net.hosts[1].name}.log"
+    # the round's start: its freeze, a few milliseconds before its release (the start line
+    # comes later when the command waits for a warm interpreter still importing)
+    wait(lambda: re.search(r"round 1 frozen", victim_log.read_text()), f"round 1's freeze in {victim_log}")
     began = time.time()
+    running = wait(lambda: trainers(daemons[1].pid)[0], "the trainer")
     spare_ready = None
     while time.time() < began + fault_after:
         spares = trainers(daemons[1].pid)[1]

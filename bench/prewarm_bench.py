@@ -5,6 +5,10 @@ one run: `rendezvous join` x 2, one per network namespace (needs root), digits t
     restart   kill -9 of one worker's trainer in epoch 2 -> the first training step of the
               next round (the latest of the two workers' first steps; each worker's result
               file says when its last process took its first step)
+    at        the same, with the kill --fault-after seconds (default 10) after the round's
+              start (its freeze), whether the spare is ready or not; the row
+              also says when the spare had imported, counted from the round's start
+              (spare_ready_s; None: not by the kill)
     cold      the last daemon launched -> the first training step of round 1, against the
               same trainer started by hand in both namespaces with a hand-written TF_CONFIG
     admission a third node joins a job of two running with --expect 2:3: its launch -> the
@@ -99,6 +103,17 @@ def settled(daemon: int):
     return after if after == before and after > 100 else None
 
 
+def ready(pid: int) -> bool:
+    """Whether a warm interpreter waits for its release: blocked reading a pipe (its imports
+    done), as /proc/PID/syscall shows (read is 0 on x86_64, 63 on aarch64; root reads it)."""
+    try:
+        with open(f"/proc/{pid}/syscall") as f:
+            fields = f.read().split()
+        return fields[0] in ("0", "63") and os.readlink(f"/proc/{pid}/fd/{int(fields[1], 16)}").startswith("pipe:")
+    except (OSError, IndexError, ValueError):
+        return False
+
+
 def wait(predicate, what: str, timeout: float = 600.0):
     deadline = time.monotonic() + timeout
     while True:
@@ -130,6 +145,37 @@ def restart_run(net, prewarm: str) -> dict:
         raise SystemExit(f"the job failed ({codes}): see {work}")
     firsts = [json.loads((work / f"{h.name}.json").read_text())["timing"]["first_step_unix"] for h in net.hosts]
     return {"kind": "restart", "prewarm": prewarm, "seconds": max(firsts) - killed, "spare_rss_mib": spare_rss}
+
+
+def at_run(net, prewarm: str, fault_after: float) -> dict:
+    """kill -9 of worker 1's trainer `fault_after` seconds after its round started (its freeze)
+    -> the first training step of the next round; and when the next round's spare had
+    imported, from the round's start."""
+    work = Path(tempfile.mkdtemp(prefix="prewarm-at-"))
+    job = f"t-{secrets.token_hex(3)}"
+    logs = [open(work / f"{h.name}.log", "w") for h in net.hosts]
+    daemons = [h.popen(join_argv(job, prewarm, work, h.name), stdout=log, stderr=subprocess.STDOUT)
+               for h, log in zip(net.hosts, logs)]
+    victim_log = work / f"{net.hosts[1].name}.log"
+    # the round's start: its freeze, a few milliseconds before its release (the start line
+    # comes later when the command waits for a warm interpreter still importing)
+    wait(lambda: re.search(r"round 1 frozen", victim_log.read_text()), f"round 1's freeze in {victim_log}")
+    began = time.time()
+    running = wait(lambda: trainers(daemons[1].pid)[0], "the trainer")
+    spare_ready = None
+    while time.time() < began + fault_after:
+        spares = trainers(daemons[1].pid)[1]
+        if spare_ready is None and spares and all(ready(p) for p in spares):
+            spare_ready = time.time() - began
+        time.sleep(0.05)
+    killed = time.time()
+    os.kill(running[0], signal.SIGKILL)
+    codes = [d.wait(timeout=600) for d in daemons]
+    if codes != [0, 0]:
+        raise SystemExit(f"the job failed ({codes}): see {work}")
+    firsts = [json.loads((work / f"{h.name}.json").read_text())["timing"]["first_step_unix"] for h in net.hosts]
+    return {"kind": "at", "prewarm": prewarm, "fault_after": fault_after, "seconds": max(firsts) - killed,
+            "spare_ready_s": spare_ready}
 
 
 def admission_run(net, prewarm: str) -> dict:
@@ -187,13 +233,18 @@ def measured(rows: list[dict], kind: str, modes, pair: int) -> bool:
 
 def summary(rows: list[dict]) -> str:
     out = []
-    for kind, modes in (("restart", ("auto", "none")), ("cold", ("auto", "none", "by-hand")),
-                        ("admission", ("auto", "none"))):
+    for kind, modes in (("restart", ("auto", "none")), ("at", ("auto", "none")),
+                        ("cold", ("auto", "none", "by-hand")), ("admission", ("auto", "none"))):
         for mode in modes:
             xs = [r["seconds"] for r in rows if r["kind"] == kind and r["prewarm"] == mode]
             if xs:
                 out.append(f"{kind:8} {mode:8} n={len(xs):2} median {statistics.median(xs):6.2f} s "
                            f"min {min(xs):6.2f} max {max(xs):6.2f}")
+    warm = [r for r in rows if r["kind"] == "at" and r["prewarm"] == "auto"]
+    if warm:
+        ready = sorted(r["spare_ready_s"] for r in warm if r["spare_ready_s"] is not None)
+        out.append(f"spare ready after the round's start: {len(ready)} of {len(warm)} by the kill"
+                   + (f", median {statistics.median(ready):.1f} s (max {ready[-1]:.1f})" if ready else ""))
     rss = [r["spare_rss_mib"] for r in rows if r.get("spare_rss_mib")]
     if rss:
         out.append(f"warm spare RSS: median {statistics.median(rss):.0f} MiB (n={len(rss)})")
@@ -204,9 +255,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, default=10)
     parser.add_argument("--results", type=Path, default=Path("prewarm-results.jsonl"))
-    parser.add_argument("--kinds", default="restart,cold", help="restart, cold, admission (3 hosts)")
+    parser.add_argument("--kinds", default="restart,cold", help="restart, at, cold, admission (3 hosts)")
+    parser.add_argument("--fault-after", type=float, default=10.0,
+                        help="at: seconds from the round's start to the kill (default 10)")
+    parser.add_argument("--epochs", type=int, default=EPOCHS,
+                        help=f"the trainer's epochs of 100 steps (default {EPOCHS}): more for a late --fault-after")
     parser.add_argument("--print", action="store_true", help="only summarize the results file")
     args = parser.parse_args()
+    TRAINER[TRAINER.index("--epochs") + 1] = str(args.epochs)
     rows = [json.loads(l) for l in args.results.read_text().splitlines()] if args.results.exists() else []
     if args.print:
         print(summary(rows))
@@ -215,8 +271,10 @@ def main() -> None:
 
     stop_on_sigterm()
     args.results.parent.mkdir(parents=True, exist_ok=True)
-    plans = {"restart": ("auto", "none"), "cold": ("auto", "none", "by-hand"), "admission": ("auto", "none")}
-    runs = {"restart": restart_run, "cold": cold_run, "admission": admission_run}
+    plans = {"restart": ("auto", "none"), "at": ("auto", "none"), "cold": ("auto", "none", "by-hand"),
+             "admission": ("auto", "none")}
+    runs = {"restart": restart_run, "at": lambda net, mode: at_run(net, mode, args.fault_after), "cold": cold_run,
+            "admission": admission_run}
     net = Network(3 if "admission" in args.kinds else 2).up()
     try:
         for pair in range(args.pairs):

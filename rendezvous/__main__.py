@@ -29,8 +29,8 @@ def main() -> int:
     try:
         if joins and command:
             # Its first round's gate, forked now: a copy of this small, single-threaded
-            # process, not an interpreter started later (rendezvous.launch.gate).
-            from .launch.gate import fork_spare
+            # process, not an interpreter started later (rendezvous.launch.firstgate).
+            from .launch.firstgate import fork_spare
 
             fork_spare()
         # gRPC's C core reads these from the environment once, as it initialises. They are

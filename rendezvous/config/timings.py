@@ -94,10 +94,10 @@ class Timings:
     # A coordinator stopped between two rounds keeps answering its members' rejoins with
     # the stop this long after their --abort-grace, so that none forms a new round without it.
     stop_linger: float = 2.0
-    # --prewarm: the next round's warm interpreter starts importing at the round's first
-    # progress line, or this long after its start, not at once: its import would slow the
-    # round's own start, on the same cores
-    spare_after: float = 20.0
+    # --prewarm: the next round's warm interpreter starts importing this long after the
+    # round's start (or at its first progress line, if sooner). At once by default: it
+    # imports at the lowest CPU and I/O priority, so it takes only what the round leaves idle
+    spare_after: float = 0.0
     # Once this node's TensorFlow worker listens, another member's TensorFlow port whose
     # connections time out this long (a firewall drops them: the strategy's start-up would
     # wait for ever) fails this node's command, naming it (0: never).

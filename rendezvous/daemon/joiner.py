@@ -337,7 +337,7 @@ class Joiner:
         self._seat.release_tf_port()  # the command binds the TF port next
         # The gate process waits until then on its own: this daemon stays out of the way
         # of the start instant.
-        self._launcher.fire(time.time() + delay)
+        self._launcher.fire(time.time() + delay, self.state.liveness_timeout)
         self._enter(Phase.RUNNING, membership)
         assert self.session is not None
         self._progress.start(self.session)

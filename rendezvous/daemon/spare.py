@@ -1,6 +1,7 @@
 """--prewarm: the next round's launcher, whose command interpreter imports its modules
 while a round runs, so that a restart round, an admission or a rejoin starts warm. One
-spare per node; it goes with the job."""
+spare per node; it goes with the job. It imports at the lowest CPU and I/O priority, so
+that it never slows the round that runs, and at the usual one once it is taken."""
 
 from __future__ import annotations
 
@@ -20,12 +21,13 @@ class Spare:
         self._up: Optional[asyncio.Task] = None
 
     def warm(self) -> None:
-        """Start warming, once the round's command has got going (its first progress line,
-        or --timings spare-after); nothing without modules to import, or with a spare."""
+        """Start warming (--timings spare-after after the round's start, or at its first
+        progress line if sooner); nothing without modules to import, or with a spare."""
         if not self._modules or self._launcher is not None:
             return
         spare = self._launcher = self._make_launcher()
-        self._up = asyncio.create_task(spare.prepare(self._command, self._modules, self._optional), name="spare")
+        self._up = asyncio.create_task(spare.prepare(self._command, self._modules, self._optional, spare=True),
+                                       name="spare")
 
     def take(self) -> Optional[Launcher]:
         """The spare for the next round, if it is ready (its interpreter up or fallen back)."""
@@ -33,6 +35,7 @@ class Spare:
         if spare is None or up is None or not up.done() or up.exception() is not None:
             return None
         self._launcher, self._up = None, None
+        spare.foreground()
         return spare
 
     def memory(self) -> Optional[tuple[int, int]]:

@@ -1,11 +1,14 @@
 # The warm interpreter's bootstrap (rendezvous.launch.prewarm), run as `<python> <options> -c
-# <this text> RELEASE STATUS GATE MODE TARGET REST MODULES SHOWN...`. It imports MODULES
-# (a leading ? marks one imported only if found), writes "ok" or "error <why>" to STATUS,
-# then waits for the release on RELEASE: the working directory, the number of the command's
-# arguments, each argument and each NAME=VALUE of its environment, each ended by a NUL. Then it runs the script or module
-# as `__main__`, in this interpreter's real __main__ module, as `python script.py` and
-# `python -m module` do. Nothing of TensorFlow runs before the release: only imports.
-# Imports nothing of the package: the command's python need not have it.
+# <this text> RELEASE STATUS GATE LOW MODE TARGET REST MODULES SHOWN...`. With LOW 1 (a spare,
+# for a later round) it takes the lowest CPU and I/O priority first, which its gate gives
+# back when the round waits for it (the nice value only where the gate can). It imports
+# MODULES (a leading ? marks one imported only if found), writes "ok" or "error <why>" to
+# STATUS, then waits for the release on RELEASE: the working directory, the number of the
+# command's arguments, each argument and each NAME=VALUE of its environment, each ended by
+# a NUL; it answers "go" on STATUS. Then it runs the script or module as `__main__`, in this
+# interpreter's real __main__ module, as `python script.py` and `python -m module` do.
+# Nothing of TensorFlow runs before the release: only imports. Imports nothing of the
+# package: the command's python need not have it.
 def _rendezvous_warm():
     import ctypes
     import os
@@ -13,13 +16,16 @@ def _rendezvous_warm():
 
     main = sys.modules["__main__"].__dict__
     del main["_rendezvous_warm"]
+    lowest_priority = main.pop("_lowest_priority")
     libc = ctypes.CDLL(None, use_errno=True)
-    release, status, gate = (int(a) for a in sys.argv[1:4])
-    mode, target, rest, wanted = sys.argv[4], sys.argv[5], int(sys.argv[6]), sys.argv[7]
-    shown = sys.argv[8:]
+    release, status, gate, low = (int(a) for a in sys.argv[1:5])
+    mode, target, rest, wanted = sys.argv[5], sys.argv[6], int(sys.argv[7]), sys.argv[8]
+    shown = sys.argv[9:]
     libc.prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL: the gate ended before the release
     if os.getppid() != gate:
         os._exit(125)
+    if low:  # before any thread: the ones the imports start inherit it
+        lowest_priority(libc)
     # what ps shows: the command line of the plain start, written over this one's (longer)
     with open("/proc/self/stat", "rb") as f:
         fields = f.read().rpartition(b")")[2].split()
@@ -46,7 +52,6 @@ def _rendezvous_warm():
             failed = f"cannot import {name}: {type(error).__name__}: {error}".encode(errors="replace")
             break
     os.write(status, b"error " + failed + b"\n" if failed else b"ok\n")
-    os.close(status)
     if failed:
         os._exit(0)
     data = chunk = os.read(release, 65536)
@@ -54,6 +59,8 @@ def _rendezvous_warm():
         chunk = os.read(release, 65536)
         data += chunk
     os.close(release)
+    os.write(status, b"go\n")  # the gate's bounded wait for it tells a stopped spare
+    os.close(status)
     items = data.split(b"\0")[:-1]  # the directory, the count of arguments, each, then NAME=VALUE...
     if len(items) < 2:
         os._exit(125)  # the gate closed the pipe: no release
@@ -103,6 +110,26 @@ def _rendezvous_warm():
             tb = tb.tb_next
         sys.excepthook(type(error), error.with_traceback(tb), tb)
         sys.exit(1)
+
+
+def _lowest_priority(libc):
+    """Nice 19, if this process may undo it (CAP_SYS_NICE, or RLIMIT_NICE): a command must
+    not run at 19; and the idle I/O class, which anyone may undo."""
+    import os
+
+    try:
+        with open("/proc/self/status", "rb") as f:
+            capable = any(line.startswith(b"CapEff:") and int(line.split()[1], 16) >> 23 & 1 for line in f)
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NICE)[0]
+        if capable or soft == resource.RLIM_INFINITY or soft >= 20 - os.getpriority(os.PRIO_PROCESS, 0):
+            os.setpriority(os.PRIO_PROCESS, 0, 19)
+    except (OSError, ValueError, ImportError):
+        pass
+    ioprio_set = {"x86_64": 251, "aarch64": 30, "riscv64": 30}.get(os.uname().machine)
+    if ioprio_set is not None:
+        libc.syscall(ioprio_set, 1, 0, 3 << 13)  # IOPRIO_WHO_PROCESS, this thread; IOPRIO_CLASS_IDLE
 
 
 _rendezvous_warm()

@@ -2,10 +2,10 @@
 
 A gate is a process in a session of its own, there before the freeze so that the freeze
 waits for no process to start. It blocks on a pipe until the daemon writes the start time,
-the command and its environment and closes the pipe; then it sleeps until the start and
-starts the command (posix_spawn: a vfork, no copy of the gate) in a process group of its
-own. A pipe closed without a start (the round was aborted, the daemon died) ends the gate
-with 125 before anything runs.
+the command and its environment; then it sleeps until the start and starts the command
+(posix_spawn: a vfork, no copy of the gate) in a process group of its own, and hears the
+daemon beat on that pipe while the command runs. A pipe closed without a start (the round
+was aborted, the daemon died) ends the gate with 125 before anything runs.
 
 From then on the gate is the command's whole process tree to the daemon. It is a child
 subreaper (PR_SET_CHILD_SUBREAPER): whatever the command starts stays below it, even a
@@ -14,24 +14,21 @@ so it finds every descendant through /proc and ends the gate only once all are r
 daemon signals the gate, never the command:
 - SIGTERM, SIGINT, SIGHUP: passed on to the command's group and every descendant, with a
   SIGCONT so that a stopped one can handle it;
-- SIGUSR1 (also the gate's parent-death signal: the daemon died, even with kill -9):
-  SIGKILL to all of them, again each time one is reaped, until none is left.
+- SIGUSR1 (also the gate's parent-death signal: the daemon died, even with kill -9; and
+  what the gate sends itself when the daemon stopped beating for the round's liveness
+  timeout): SIGKILL to all of them, again each time one is reaped, until none is left.
 When the command ends by itself, whatever it left behind gets SIGTERM, and SIGKILL after the
 grace the daemon sent with the start: its --stop-grace when the command exited 0, its
---abort-grace when it failed (its round is then aborted, and nothing is saved by waiting). The gate then exits as the command did: the same exit
-code, or death by the same signal. What still escapes: a process that is not a descendant,
+--abort-grace when it failed (its round is then aborted, and nothing is saved by waiting).
+The gate then exits as the command did: the same exit code, or death by the same signal. What still escapes: a process that is not a descendant,
 started for the command by another service (`systemd-run`, a container engine, ssh to this
 host), and anything left when the gate itself is killed with SIGKILL; a systemd unit ends
 what is left in its cgroup with the unit (KillMode=mixed or control-group).
 
-A gate comes one of two ways, and runs the same `run` either way:
-- the spare: forked by the `rendezvous` command's process first thing, while it is small and
-  has one thread (`fork_spare`), when `join` has a command after `--` (one from a config
-  file is known too late), and taken by the first round: no interpreter starts;
-- spawned: `python -I -S gate.py ...`, for every later round and wherever no spare exists:
-  an interpreter start, about 13 ms of CPU. (Forking the running daemon instead would copy a
-  process with gRPC's threads, whose locks a child cannot trust. And Python, not sh: dash
-  can neither read from file descriptors above 9 nor sleep until a given time.)
+A gate comes one of two ways, and runs the same `run` either way: forked by the `rendezvous`
+command's process first thing (rendezvous.launch.firstgate), or spawned, `python -I -S
+gate.py ...`, for every later round and wherever no fork exists: an interpreter start,
+about 13 ms of CPU.
 
 Either way the gate's stderr, which the command inherits, is a pipe the daemon reads
 (rendezvous.launch.output: the tail of a failure); with --output-dir its stdout too, which
@@ -52,29 +49,29 @@ import time
 ABORTED = 125  # the gate's exit code when the round was called off before its start
 KILL = _signal.SIGUSR1  # to a gate: SIGKILL to the command's whole tree, now
 
-# The daemon's messages, each a frame: its kind (WARM, START), its length, then its bytes.
-# WARM, at most one, before the START, starts the warm interpreter at once
-# (rendezvous.launch.prewarm); START, which the daemon sends by closing the pipe, starts the
-# command. Each message: start time (seconds since the epoch), the graces of what the command
-# leaves behind when it exits 0 and when it fails, and the number of the command's arguments,
-# then each argument and each NAME=VALUE of the environment, ended by a NUL.
-_HEADER = struct.Struct("!dddI")
+# Both ways the gate and the daemon speak in frames: a kind, a length, then that many bytes.
+# The daemon's, on the gate pipe:
+# - WARM, at most one, before the START: start the warm interpreter at once
+#   (rendezvous.launch.prewarm); FOREGROUND: the round waits for it (a spare imports at the
+#   lowest priority until then, or until the release);
+# - START: the command. WARM and START carry a message: start time (seconds since the
+#   epoch), the graces of what the command leaves behind when it exits 0 and when it fails, the
+#   round's liveness timeout, the number of the command's arguments, then each argument and
+#   each NAME=VALUE of the environment, ended by a NUL;
+# - BEAT, empty, every fifth of the liveness timeout once the command runs: a daemon not
+#   heard for the liveness timeout (stopped, hung) has its command ended as if it had died.
+# The gate's, on the ready pipe: UP once it waits, then STARTED once the command runs: its
+# pid, then b"warm", or b"plain" and why the warm interpreter was not used. (The daemon's
+# side: rendezvous.launch.gatelink.)
+HEADER = struct.Struct("!ddddI")
 _FRAME = struct.Struct("!cI")
-WARM, START = b"W", b"S"
+PID = struct.Struct("!I")
+WARM, FOREGROUND, START, BEAT = b"W", b"F", b"S", b"B"
+UP, STARTED = b"U", b"R"
 # In a WARM message's arguments, what the gate writes in (each item's first occurrence).
 RELEASE_FD, STATUS_FD, GATE_PID = "{release}", "{status}", "{gate}"
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_NAME, _PR_SET_CHILD_SUBREAPER = 1, 4, 15, 36
 _PASSED_ON = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP)
-
-
-def encode(start_at: float, command, env, grace: float = 0.0, failed_grace=None) -> bytes:
-    """What the daemon writes to a gate: `command` (str items) to run at `start_at` with
-    exactly the environment `env` (names and values free of NUL, names free of '='); what
-    the command leaves running when it ends gets `grace` seconds between SIGTERM and SIGKILL
-    after an exit 0, `failed_grace` (default: `grace`) after any other end."""
-    items = list(command) + [f"{name}={value}" for name, value in env.items()]
-    failed = grace if failed_grace is None else failed_grace
-    return _HEADER.pack(start_at, grace, failed, len(command)) + b"".join(os.fsencode(i) + b"\0" for i in items)
 
 
 def frame(kind: bytes, payload: bytes) -> bytes:
@@ -94,16 +91,22 @@ def frames(data: bytes):
 
 
 def decode(data: bytes):
-    """(start_at, (grace, failed_grace), argv, env) from `encode`'s bytes, or None for
-    anything else."""
-    if len(data) < _HEADER.size:
+    """(start_at, (grace, failed_grace), argv, env, liveness) from `encode`'s bytes, or None
+    for anything else."""
+    if len(data) < HEADER.size:
         return None
-    start_at, grace, failed, count = _HEADER.unpack_from(data)
-    items = data[_HEADER.size:].split(b"\0")
+    start_at, grace, failed, liveness, count = HEADER.unpack_from(data)
+    items = data[HEADER.size:].split(b"\0")
     if items.pop() != b"" or not 0 < count <= len(items):
         return None
     env = dict(item.partition(b"=")[::2] for item in items[count:])
-    return start_at, (grace, failed), items[:count], env
+    return start_at, (grace, failed), items[:count], env, liveness
+
+
+def started(pid: int, warm: bool, why: str = "") -> bytes:
+    """A STARTED report: the command's pid, and whether it runs in the warm interpreter (else
+    why not, if there was one)."""
+    return PID.pack(pid) + (b"warm" if warm else b"plain\0" + why.encode(errors="replace"))
 
 
 def descendants(root: int) -> list:
@@ -185,9 +188,10 @@ def _any_left() -> bool:
             return False
 
 
-def _supervise(libc, daemon: int, graces, argv, env, warm=None) -> None:
-    """Start the command under this gate (or release the warm interpreter to run it), wait
-    for its whole tree, exit as the command did."""
+def _supervise(libc, daemon: int, graces, argv, env, warm, ready: int, watch) -> None:
+    """Start the command under this gate (or release the warm interpreter to run it), tell
+    the daemon on `ready` which it was, wait for its whole tree, exit as the command did.
+    `watch`: the gate pipe and the round's liveness timeout, to hear the daemon's beats."""
     tree = _Tree(graces)
     everything = _signal.valid_signals() - {_signal.SIGKILL, _signal.SIGSTOP}
     # Blocked until the command's pid is known, so that a handler never misses it; the
@@ -199,20 +203,22 @@ def _supervise(libc, daemon: int, graces, argv, env, warm=None) -> None:
     _signal.signal(KILL, tree.kill)
     _signal.signal(_signal.SIGALRM, tree.kill)  # what the command left outlived the grace
     libc.prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    if watch is not None:  # a thread with every signal blocked (inherited): they stay the main thread's
+        import _thread
+
+        _thread.start_new_thread(_watch, watch)
+    why: object = ""  # no warm interpreter; None: the command runs in it
     if warm is not None:
         tree.command = warm.pid
         _signal.pthread_sigmask(_signal.SIG_UNBLOCK, everything)  # a stop reaches it while it imports
-        why = warm.release(argv, env)
+        why = warm.release(argv, env, watch[1] / 5 if watch else 0.0)
         _signal.pthread_sigmask(_signal.SIG_BLOCK, everything)
         if why is not None and tree.asked:  # stopped before it could run the command
             os._exit(ABORTED)
-        if why is None:
-            warm = None
-        else:
+        if why is not None:
             tree.command = 0
-    if tree.command == 0:
-        if warm is not None:
             os.write(2, f"rendezvous: {why}: starting the command without it\n".encode())
+    if tree.command == 0:
         try:
             tree.command = _spawn(argv, env)
         except OSError as error:
@@ -221,6 +227,11 @@ def _supervise(libc, daemon: int, graces, argv, env, warm=None) -> None:
                 reason = "the interpreter its #! line names (or its ELF loader) was not found"
             os.write(2, f"rendezvous: cannot run {program!r}: {reason}\n".encode())
             os._exit(127 if isinstance(error, FileNotFoundError) else 126)
+    try:
+        os.write(ready, frame(STARTED, started(tree.command, why is None, str(why or ""))))
+    except OSError:  # the daemon is gone: its parent-death signal follows
+        pass
+    os.close(ready)
     _signal.pthread_sigmask(_signal.SIG_UNBLOCK, everything)
     if os.getppid() != daemon:  # the daemon died before the parent-death signal could tell
         tree.kill()
@@ -239,6 +250,34 @@ def _supervise(libc, daemon: int, graces, argv, env, warm=None) -> None:
     os._exit(code)
 
 
+def _watch(fd: int, liveness: float) -> None:
+    """Hear the daemon's beats on `fd`: a daemon silent for `liveness` seconds (stopped,
+    hung) gets its command ended as a dead one's is (KILL to this gate), so that a command
+    never runs on unwatched beside the next round's. A wait that ends far later than asked
+    means this gate did not run either (a loaded or suspended machine): not the daemon's
+    silence. The pipe closed: the daemon stopped watching (its death is the parent-death
+    signal's)."""
+    import select
+
+    every = liveness / 5
+    heard = time.monotonic()
+    while True:
+        asked = time.monotonic()
+        readable = select.select([fd], [], [], every)[0]
+        now = time.monotonic()
+        if readable:
+            if not os.read(fd, 4096):
+                return
+            heard = now
+        elif now - asked > 2 * every:
+            heard = now
+        elif now - heard >= liveness:
+            os.write(2, f"rendezvous: the daemon (pid {os.getppid()}) did not answer for {now - heard:.1f} s, "
+                        f"its round's liveness timeout being {liveness:g} s: ending the command\n".encode())
+            os.kill(os.getpid(), KILL)
+            return
+
+
 def _spawn(argv, env, **fds) -> int:
     """A process of the command's kind: a group of its own, an empty signal mask, the
     default action of what Python ignores."""
@@ -246,11 +285,17 @@ def _spawn(argv, env, **fds) -> int:
     return os.posix_spawnp(argv[0], argv, env, setpgroup=0, setsigmask=(), setsigdef=defaults)
 
 
+# The system calls ioprio_set and ioprio_get by machine, and their IOPRIO_WHO_PROCESS.
+_IOPRIO, _IOPRIO_WHO_PROCESS = {"x86_64": (251, 252), "aarch64": (30, 31), "riscv64": (30, 31)}, 1
+
+
 class _Warm:
     """The warm interpreter (rendezvous.launch.prewarm): its pid, the pipe it reads the
-    release from, the pipe it says on whether its imports went well."""
+    release from, the pipe it says on whether its imports went well and that it took the
+    release. A spare (for a later round) lowers its own CPU and I/O priority while it
+    imports (rendezvous/launch/_warm.py); `foreground` gives it this gate's back."""
 
-    def __init__(self, argv, env) -> None:
+    def __init__(self, libc, argv, env) -> None:
         release_read, self.release_fd = os.pipe()
         self.status_fd, status_write = os.pipe()
         os.set_inheritable(release_read, True)
@@ -262,6 +307,7 @@ class _Warm:
                 argv[i] = str(given.pop(item)).encode()
         self.pid = 0
         self.why = None
+        self._libc = libc
         try:
             self.pid = _spawn(argv, env)
         except OSError as error:
@@ -270,26 +316,65 @@ class _Warm:
             os.close(release_read)
             os.close(status_write)
 
-    def _ready(self):
-        """None once the interpreter imported its modules, else why it cannot run the command."""
-        said = chunk = os.read(self.status_fd, 4096)
-        while chunk and not said.endswith(b"\n"):
-            chunk = os.read(self.status_fd, 4096)
-            said += chunk
-        os.close(self.status_fd)
-        if said == b"ok\n":
-            return None
+    def foreground(self) -> None:
+        """The round waits for it: every thread of it at this gate's CPU and I/O priority."""
+        nice, calls = os.getpriority(os.PRIO_PROCESS, 0), _IOPRIO.get(os.uname().machine)
+        io = self._libc.syscall(calls[1], _IOPRIO_WHO_PROCESS, 0) if calls else -1
+        try:
+            tasks = [int(task) for task in os.listdir(f"/proc/{self.pid}/task")]
+        except OSError:  # gone
+            tasks = []
+        for task in tasks:
+            try:
+                os.setpriority(os.PRIO_PROCESS, task, nice)
+            except OSError:  # gone, or not allowed (then it never lowered it: _warm.py)
+                pass
+            if calls and io >= 0:
+                self._libc.syscall(calls[0], _IOPRIO_WHO_PROCESS, task, io)
+
+    def _answer(self, bound: float):
+        """The next line the interpreter writes on its status pipe (b"" if it closed the pipe),
+        or None once it stayed stopped (SIGSTOP) for `bound` seconds (0: no bound)."""
+        import select
+
+        said, stopped_since = b"", None
+        while not said.endswith(b"\n"):
+            if bound <= 0 or select.select([self.status_fd], [], [], bound / 10)[0]:
+                chunk = os.read(self.status_fd, 4096)
+                if not chunk:
+                    return said
+                said += chunk
+                continue
+            now = time.monotonic()
+            try:
+                with open(f"/proc/{self.pid}/stat", "rb") as f:  # state T: stopped (t: by a tracer)
+                    stopped = f.read().rpartition(b")")[2].split()[0] in (b"T", b"t")
+            except (OSError, IndexError):  # gone: its pipe tells
+                stopped = False
+            stopped_since = (stopped_since or now) if stopped else None
+            if stopped_since is not None and now - stopped_since >= bound:
+                return None
+        return said
+
+    def _why(self, said, bound: float) -> str:
+        """Why it cannot run the command, from what it said instead of its answer."""
+        if said is None:
+            return f"the warm interpreter (pid {self.pid}) was stopped (SIGSTOP) for {bound:g} s and did not answer"
         if said.startswith(b"error "):
             return "the warm interpreter " + said[6:].decode(errors="replace").strip()
         return "the warm interpreter ended before its release"
 
-    def release(self, argv, env):
-        """Send it the command and its environment: None, or why it cannot run the command
-        (then it is ended and reaped)."""
-        why = self.why or self._ready()
+    def release(self, argv, env, bound: float = 0.0):
+        """Send it the command and its environment once it imported its modules, and wait for
+        its word that it took them: None, or why it cannot run the command (then it is ended
+        and reaped). Stopped for `bound` seconds at either step, it is taken for lost (a fifth
+        of the round's liveness timeout: well before a stopped command fails its round)."""
+        self.foreground()
+        said = None if self.why else self._answer(bound)
+        why = self.why or (None if said == b"ok\n" else self._why(said, bound))
         if why is None and self.pid and os.waitpid(self.pid, os.WNOHANG)[0]:  # ended after its imports
             self.pid = 0  # reaped
-            why = "the warm interpreter ended before its release"
+            why = self._why(b"", bound)
         if why is None:  # the message rendezvous/launch/_warm.py reads
             items = [os.getcwdb(), str(len(argv)).encode(), *argv, *(k + b"=" + v for k, v in env.items())]
             data = memoryview(b"".join(item + b"\0" for item in items))
@@ -297,8 +382,12 @@ class _Warm:
                 while data:
                     data = data[os.write(self.release_fd, data):]
             except BrokenPipeError:
-                pass  # it ended right after its imports: its exit status tells
-        os.close(self.release_fd)
+                pass  # it ended right after its imports: no word follows
+        os.close(self.release_fd)  # it reads to the end
+        if why is None:
+            said = self._answer(bound)
+            why = None if said == b"go\n" else self._why(said, bound)
+        os.close(self.status_fd)
         if why is not None:
             self.end()
         return why
@@ -326,105 +415,33 @@ def run(ready: int, gate: int, daemon: int):
     libc.prctl(_PR_SET_NAME, b"rendezvous-gate")  # what ps -e and top call it
     if os.getppid() != daemon:
         os._exit(ABORTED)
-    os.close(ready)  # the daemon sees EOF: this gate is up and waiting
-    os.set_inheritable(gate, False)  # not the warm interpreter's
+    os.set_inheritable(gate, False)  # neither reaches the warm interpreter nor the command
+    os.set_inheritable(ready, False)
+    os.write(ready, frame(UP, b""))  # the daemon sees this gate up and waiting
     warm = start = None
-    pending = chunk = os.read(gate, 65536)
-    while chunk:  # until the daemon closes the pipe: a long environment fits too
-        found, pending = frames(pending)
-        for kind, payload in found:
-            message = decode(payload)
-            if kind == WARM and warm is None and start is None and message is not None:
-                warm = _Warm(message[2], message[3])
-            elif kind == START:
-                start = message
+    pending, chunk = b"", b"-"
+    while start is None and chunk:  # a long environment takes several reads
         chunk = os.read(gate, 65536)
-        pending += chunk
-    os.close(gate)
-    if start is None or pending:
+        found, pending = frames(pending + chunk)
+        for kind, payload in found:
+            message = decode(payload) if kind in (WARM, START) else None
+            if kind == WARM and warm is None and start is None and message is not None:
+                warm = _Warm(libc, message[2], message[3])
+            elif kind == FOREGROUND and warm is not None:
+                warm.foreground()
+            elif kind == START and start is None:
+                start = message or ()  # a START that does not decode calls the round off too
+    if not start:  # the pipe closed without a start: the round was called off, or the daemon died
         if warm is not None:
             warm.end()
         os._exit(ABORTED)
-    start_at, graces, argv, env = start
+    start_at, graces, argv, env, liveness = start
     delay = start_at - time.time()
     if delay > 0:
         time.sleep(delay)
-    _supervise(libc, daemon, graces, argv, env, warm)
-
-
-def _close_all_but(*keep: int) -> None:
-    """Close every descriptor but `keep`, as subprocess does for a spawned gate: none that this
-    process inherited reaches the command."""
-    try:
-        fds = [int(fd) for fd in os.listdir("/proc/self/fd")]
-    except OSError:  # no /proc: every one there can be (in a child that waits, not the daemon)
-        fds = range(os.sysconf("SC_OPEN_MAX"))
-    for fd in fds:
-        if fd not in keep:
-            try:
-                os.close(fd)
-            except OSError:  # not open (the listed directory's own, closed already)
-                pass
-
-
-class Spare:
-    """A forked gate, waiting to be taken: its pid, a pidfd that becomes readable when it
-    ends, the read end of its ready pipe, the write end of its gate pipe and the read end
-    of the pipe that is its (and its command's) stderr."""
-
-    def __init__(self, pid: int, pidfd: int, ready: int, gate: int, stderr: int) -> None:
-        self.pid, self.pidfd, self.ready, self.gate, self.stderr = pid, pidfd, ready, gate, stderr
-
-
-_spare = None
-
-
-def fork_spare():
-    """Fork the first round's gate now, and return its pid: call it while the process has a
-    single thread.
-
-    Without pidfds (Linux before 5.3) there is no spare (None): the daemon could not wait
-    for a child that asyncio did not start, and every round spawns its gate."""
-    global _spare
-    if _spare is not None or not hasattr(os, "pidfd_open"):
-        return None
-    import ctypes  # noqa: F401  for the child's prctl; the daemon imports it anyway (interfaces)
-
-    ready_read, ready_write = os.pipe()
-    gate_read, gate_write = os.pipe()
-    stderr_read, stderr_write = os.pipe()  # the command's stderr, read by the daemon (launch/output.py)
-    daemon = os.getpid()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.dup2(stderr_write, 2)
-            _close_all_but(0, 1, 2, ready_write, gate_read)
-            os.setsid()
-            run(ready_write, gate_read, daemon)
-        except BaseException as error:
-            os.write(2, f"rendezvous: the command's gate failed: {error!r}\n".encode())
-        finally:
-            os._exit(ABORTED)
-    os.close(ready_write)
-    os.close(gate_read)
-    os.close(stderr_write)
-    try:
-        pidfd = os.pidfd_open(pid)
-    except OSError:
-        os.close(gate_write)  # the gate sees EOF and ends
-        os.close(ready_read)
-        os.close(stderr_read)
-        os.waitpid(pid, 0)
-        return None
-    _spare = Spare(pid, pidfd, ready_read, gate_write, stderr_read)
-    return pid
-
-
-def take_spare():
-    """The spare gate (once), or None."""
-    global _spare
-    spare, _spare = _spare, None
-    return spare
+    if liveness <= 0:
+        os.close(gate)
+    _supervise(libc, daemon, graces, argv, env, warm, ready, (gate, liveness) if liveness > 0 else None)
 
 
 if __name__ == "__main__":  # a spawned gate: ready and gate pipes, the daemon's pid

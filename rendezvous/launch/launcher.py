@@ -11,7 +11,8 @@ import sys
 import time
 from typing import Mapping, Optional, Sequence, Union
 
-from . import gate, prewarm
+from . import firstgate, gate, prewarm
+from .gatelink import GateLink, Started, encode
 from .output import OutputSettings, Plumbing, check_output_dir
 from ..config.options import BY_NAME
 from ..errors import CommandNotExecutable, ConfigError, LaunchError
@@ -23,6 +24,7 @@ log = logging.getLogger(__name__)
 # The option table's defaults, for a launcher made without a config (tests, benchmarks).
 STOP_GRACE: float = BY_NAME["stop_grace"].default  # type: ignore[assignment]
 ABORT_GRACE: float = BY_NAME["abort_grace"].default  # type: ignore[assignment]
+LIVENESS: float = BY_NAME["liveness_timeout"].default  # type: ignore[assignment]
 
 
 def command_of(gate_pid: int) -> Optional[int]:
@@ -146,8 +148,7 @@ class Launcher:
         self._discarded: Optional[_Forked] = None  # a spare gate not taken, until it is reaped
         self.signal: Optional[int] = None  # the signal the command died of
         self._process: Optional[Union[asyncio.subprocess.Process, _Forked]] = None
-        self._up: Optional[asyncio.Future] = None  # done once the gate waits
-        self._gate: Optional[int] = None
+        self._link: Optional[GateLink] = None  # the gate's pipes
         self._command: tuple[str, ...] = ()
         self._env: dict[str, str] = {}  # the command's: this daemon's at `prepare`, the round's from `arm`
         self._command_pid: Optional[int] = None
@@ -157,11 +158,9 @@ class Launcher:
 
     @property
     def pid(self) -> Optional[int]:
-        """The command's pid once it was started (its gate's while the gate has not started it)."""
+        """The command's pid once it was started (its gate's until the gate says it started it)."""
         if self._process is None or self.started_at is None:
             return None
-        if self._command_pid is None and self._process.returncode is None:
-            self._command_pid = command_of(self._process.pid)
         return self._command_pid or self._process.pid
 
     def uptime(self, now: float) -> Optional[float]:
@@ -170,12 +169,14 @@ class Launcher:
             return None
         return max(0.0, (self.finished_at or now) - self.started_at)
 
-    async def prepare(self, command: Sequence[str], modules: Sequence[str] = (), optional: bool = False) -> None:
+    async def prepare(self, command: Sequence[str], modules: Sequence[str] = (), optional: bool = False,
+                      spare: bool = False) -> None:
         """Have the gate that will exec `command`: the spare if this process forked one
         (rendezvous.launch.gate), else one spawned now, an interpreter start that the freeze then
         need not wait for. With `modules` (--prewarm), and a command that is a Python running
         a script or a module, the gate starts that interpreter now, which imports them
-        (all of them, or with `optional` those it finds) and then waits for the release."""
+        (all of them, or with `optional` those it finds) and then waits for the release;
+        as a `spare` (for a later round) at the lowest CPU and I/O priority until `foreground`."""
         if self._process is not None:
             return
         check_command(command)
@@ -188,14 +189,14 @@ class Launcher:
                                   f"{exc.strerror or exc}") from None
         # systemd's notify socket is the daemon's (NotifyAccess=main): not the command's.
         self._env = {k: v for k, v in os.environ.items() if k not in NOTIFY_VARIABLES}
-        spare = gate.take_spare()
-        if spare is not None and self.output.captures_stdout:  # forked with only its stderr piped
-            self._discard(spare)
-            spare = None
-        if spare is not None:
-            self._process, ready_read, self._gate = _Forked(spare.pid, spare.pidfd), spare.ready, spare.gate
-            self.output.adopt(spare.stderr)
-            log.debug("the command's gate: the spare forked at this process's start (pid %d)", spare.pid)
+        forked = firstgate.take_spare()
+        if forked is not None and self.output.captures_stdout:  # forked with only its stderr piped
+            self._discard(forked)
+            forked = None
+        if forked is not None:
+            self._process, ready_read, gate_write = _Forked(forked.pid, forked.pidfd), forked.ready, forked.gate
+            self.output.adopt(forked.stderr)
+            log.debug("the command's gate: the spare forked at this process's start (pid %d)", forked.pid)
         else:
             ready_read, ready_write = os.pipe()
             gate_read, gate_write = os.pipe()
@@ -214,14 +215,13 @@ class Launcher:
                 os.close(gate_read)
                 os.close(ready_write)
                 self.output.close_ends()
-            self._gate = gate_write
             log.debug("the command's gate: spawned (pid %d)", self._process.pid)
+        self._link = GateLink(gate_write, ready_read)
         self._command = tuple(command)
-        self._up = asyncio.ensure_future(_readable(ready_read))
         if modules:
-            self._prewarm(modules, optional)
+            self._prewarm(modules, optional, spare)
 
-    def _prewarm(self, modules: Sequence[str], optional: bool) -> None:
+    def _prewarm(self, modules: Sequence[str], optional: bool, spare: bool) -> None:
         plan = prewarm.plan(self._command)
         if plan is None:
             if not optional:
@@ -229,21 +229,18 @@ class Launcher:
                             "module: it starts the plain way", ",".join(modules))
             return
         assert self._process is not None
-        argv = plan.argv(modules, optional, gate.RELEASE_FD, gate.STATUS_FD, gate.GATE_PID)
-        self._write(gate.frame(gate.WARM, gate.encode(0.0, argv, self._env)))
+        assert self._link is not None
+        argv = plan.argv(modules, optional, gate.RELEASE_FD, gate.STATUS_FD, gate.GATE_PID, low=spare)
+        self._link.send(gate.WARM, encode(0.0, argv, self._env))
         self.warm = plan
         log.debug("the warm interpreter: %s importing %s (gate pid %d)", " ".join(plan.interpreter),
                   ",".join(modules), self._process.pid)
 
-    def _write(self, data: bytes) -> None:
-        """Write to the gate's pipe (it reads all the time: a long environment fits too)."""
-        assert self._gate is not None
-        view = memoryview(data)
-        try:
-            while view:
-                view = view[os.write(self._gate, view):]
-        except BrokenPipeError:
-            pass  # the gate is gone; `wait` tells its exit code
+    def foreground(self) -> None:
+        """A spare taken for a round: its warm interpreter, if still importing, at the usual
+        priority from now on (it was at the lowest while another round ran)."""
+        if self._link is not None and self.warm is not None:
+            self._link.send(gate.FOREGROUND)
 
     def warm_memory(self) -> Optional[tuple[int, int]]:
         """The waiting warm interpreter's pid and resident memory (bytes), if there is one."""
@@ -269,26 +266,32 @@ class Launcher:
         returns once its gate waits, so that `fire` only has to write to it."""
         check_variables(env)  # refuse what cannot be passed now, not at the start
         await self.prepare(command)
-        assert self._up is not None
-        await asyncio.shield(self._up)
+        assert self._link is not None
+        await asyncio.shield(self._link.up)
         self._env.update(env)
 
-    def fire(self, start_at: float) -> None:
-        """Let the armed command start at `start_at` (seconds since the epoch)."""
-        assert self._process is not None and self._gate is not None, "fire() before arm()"
-        self._write(gate.frame(gate.START, gate.encode(start_at, self._command, self._env, self.stop_grace,
-                                                       self.abort_grace)))
-        self._close_gate()
+    def fire(self, start_at: float, liveness: float = LIVENESS) -> None:
+        """Let the armed command start at `start_at` (seconds since the epoch). The gate ends
+        it if this process does not beat for `liveness` seconds (the round's timeout)."""
+        assert self._process is not None and self._link is not None, "fire() before arm()"
+        self._link.start(encode(start_at, self._command, self._env, self.stop_grace, self.abort_grace, liveness),
+                         liveness)
         self.started_at = time.monotonic() + max(0.0, start_at - time.time())
-        log.info("starting %s (pid %d%s)", " ".join(self._command), self._process.pid,
-                 ", warm" if self.warm else "")
+        self._link.started.add_done_callback(self._started)
 
-    def _close_gate(self) -> None:
-        if self._gate is not None:
-            os.close(self._gate)
-            self._gate = None
+    def _started(self, reported: asyncio.Future) -> None:
+        """The gate started the command: the start line says how, and a warm interpreter not
+        used says why."""
+        started: Optional[Started] = None if reported.cancelled() else reported.result()
+        if started is None:  # the gate ended first (stopped, killed): `wait` tells
+            return
+        self._command_pid = started.pid
+        if self.warm is not None and not started.warm:
+            log.warning("the warm interpreter was not used: %s; the command starts the plain way", started.why)
+            self.warm = None
+        log.info("starting %s (pid %d%s)", " ".join(self._command), started.pid, ", warm" if started.warm else "")
 
-    def _discard(self, spare: gate.Spare) -> None:
+    def _discard(self, spare: firstgate.Spare) -> None:
         """A spare gate this launcher does not take: it ends without running anything."""
         for fd in (spare.gate, spare.ready, spare.stderr):
             os.close(fd)
@@ -311,6 +314,8 @@ class Launcher:
         if self._drained is None:
             self._drained = asyncio.ensure_future(asyncio.to_thread(self.output.finish))
         await asyncio.shield(self._drained)  # what it wrote last is in the tail and the file
+        if self._link is not None:
+            self._link.close()
         code = exit_code_of(returncode)
         self.signal = -returncode if returncode < 0 else None
         if self.finished_at is None:
@@ -325,11 +330,9 @@ class Launcher:
         if self._process is None:
             return 0
         if self.started_at is None:
-            self._close_gate()  # disarm: the waiting gate exits without running anything
-            code = await self.wait()
-            if self._up is not None:
-                self._up.cancel()
-            return code
+            if self._link is not None:
+                self._link.close_gate()  # disarm: the waiting gate exits without running anything
+            return await self.wait()
         if self._process.returncode is None:
             log.info("stopping the command (SIGTERM, SIGKILL after %gs)", grace)
             self._signal_gate(signal.SIGTERM)  # passed on with a SIGCONT: a stopped command must run to handle it

@@ -46,11 +46,13 @@ class WarmPlan:
     rest: int
     shown: tuple[str, ...]
 
-    def argv(self, modules: Sequence[str], optional: bool, release: str, status: str, gate: str) -> list[str]:
+    def argv(self, modules: Sequence[str], optional: bool, release: str, status: str, gate: str,
+             low: bool = False) -> list[str]:
         """The warm interpreter's command line: the bootstrap with its arguments, then the
-        shown command line, whose room in memory the bootstrap writes that line over."""
+        shown command line, whose room in memory the bootstrap writes that line over. `low`:
+        a spare, which imports at the lowest CPU and I/O priority until the round waits for it."""
         wanted = ",".join(("?" + m if optional else m) for m in modules)
-        return [*self.interpreter, "-c", BOOTSTRAP, release, status, gate,
+        return [*self.interpreter, "-c", BOOTSTRAP, release, status, gate, str(int(low)),
                 self.mode, self.target, str(self.rest), wanted, *self.shown]
 
 

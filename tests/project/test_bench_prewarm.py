@@ -50,3 +50,12 @@ def test_the_lab_script_pairs_each_runs_kill_with_its_latest_first_step(tmp_path
     text = prewarm_lab.summarize(results)
     assert "--prewarm auto: median 5.00 s over 1 runs" in text
     assert "--prewarm none: median 11.00 s over 1 runs" in text
+
+
+def test_the_summary_of_faults_at_a_set_time_says_how_often_the_spare_was_ready_and_when():
+    rows = [row("at", "auto", 6.0, fault_after=10.0, spare_ready_s=4.0),
+            row("at", "auto", 9.0, fault_after=10.0, spare_ready_s=None),
+            row("at", "auto", 7.0, fault_after=10.0, spare_ready_s=8.0), row("at", "none", 12.0, fault_after=10.0)]
+    text = prewarm_bench.summary(rows)
+    assert "at       auto     n= 3 median   7.00 s" in text and "at       none     n= 1 median  12.00 s" in text
+    assert "spare ready after the round's start: 2 of 3 by the kill, median 6.0 s (max 8.0)" in text

@@ -210,6 +210,7 @@ DYNAMIC = {
     "observe/console.py:update": "peers seen: ADDRESS (...) [coordinator], ...`",
     "coordinator/_guard.py:warn": "at most once per address and kind",
     "coordinator/_join.py:serve": "rejected %s: %s",
+    "daemon/node.py:_round": "no rendezvous within --timeout %gs: saw 1 of 2 peers of job %r:",
     "config/slurm.py:read_step": "the variable's name, then what is wrong with its host list",
     "daemon/joiner.py:_follow": "allowed by --allow-mismatch",
     "daemon/node.py:_main_loop": "round %d ended: %s; round %d starts",

@@ -9,9 +9,9 @@ waits, then: `fire` starts the command now, prints {"command": its pid} once it 
 import json
 import sys
 
-from rendezvous.launch import gate
+from rendezvous.launch import firstgate
 
-spare = gate.fork_spare()
+spare = firstgate.fork_spare()
 
 import asyncio  # noqa: E402  (after the fork, as in rendezvous.__main__)
 import time  # noqa: E402
@@ -22,7 +22,7 @@ from rendezvous.launch.launcher import Launcher  # noqa: E402
 async def main(action: str, env: dict, command: list) -> None:
     launcher = Launcher()
     await launcher.arm(command, env)
-    print(json.dumps({"spare": spare, "gate": launcher._process.pid, "again": gate.take_spare() is not None}),
+    print(json.dumps({"spare": spare, "gate": launcher._process.pid, "again": firstgate.take_spare() is not None}),
           flush=True)
     if action == "fire":
         launcher.fire(time.time())

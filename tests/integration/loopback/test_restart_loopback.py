@@ -16,6 +16,7 @@ import pytest
 from patience import HANG
 from peers import FAST, FAULT_COMMAND, alive, join_argv, start_peer, starts, wait_for_starts
 from peers import wait_gone as wait_until_gone
+from rendezvous.launch.gate import descendants
 
 COMMAND = FAULT_COMMAND
 ADDRESSES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
@@ -83,21 +84,25 @@ def test_the_coordinators_own_member_needs_no_heartbeats_to_stay_in_the_round(tm
 
 
 def test_daemons_that_did_not_run_for_a_while_do_not_blame_each_other(tmp_path, job):
-    """SIGSTOP of every daemon for longer than the liveness timeout (2.5 s), as when the
-    machine is suspended or starved of CPU: thawed, none blames another, each reads what
-    was sent meanwhile, and the round completes. The coordinator finds that it was the one
-    not running (its watchdog wakes late), and so does a member stopped while it waited on
-    its stream; one stopped between two waits was not listening meanwhile, which is not
-    silence."""
+    """SIGSTOP of every node's processes (daemon, gate, command) for longer than the liveness
+    timeout (2.5 s), as when the machine is suspended or starved of CPU: thawed, none blames
+    another, each reads what was sent meanwhile, and the round completes. The coordinator
+    finds that it was the one not running (its watchdog wakes late), and so does a member
+    stopped while it waited on its stream; one stopped between two waits was not listening
+    meanwhile, which is not silence; and a gate that did not run either does not take its
+    daemon's silence for a hang (test_frozen_loopback.py: a daemon stopped alone)."""
     liveness = 2.5
     options = ["--liveness-timeout", str(liveness), "--timings", "keepalive=10,end-grace=0.5"]
     peers = [start(tmp_path, job, "sleep:8", a, options=options) for a in ADDRESSES]
     wait_for_starts(tmp_path, 1, 3)
-    for peer in peers:
-        peer.proc.send_signal(signal.SIGSTOP)
+    nodes = [[peer.proc.pid, *descendants(peer.proc.pid)] for peer in peers]
+    for pids in nodes:
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
     time.sleep(liveness * 1.6)  # stopped for longer than the liveness timeout
-    for peer in peers:
-        peer.proc.send_signal(signal.SIGCONT)
+    for pids in nodes:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
     for peer in peers:
         assert peer.wait() == 0, peer.log
     assert "did not run for" in peers[0].log, peers[0].log  # the coordinator: lowest address

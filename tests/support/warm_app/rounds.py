@@ -1,7 +1,7 @@
-"""The --prewarm restart test's command: rounds.py OUT records, for each round, whether it
-started warm and when its process was created (clock ticks since boot); round 1 fails with 3
-after waiting for the spare, later rounds succeed after a while (a spare for the next
-round is up by then)."""
+"""The --prewarm restart tests' command: rounds.py OUT SECONDS [LATER] records, for each
+round, whether it started warm and when its process was created (clock ticks since boot);
+round 1 fails with 3 after SECONDS (waiting for the spare), later rounds succeed after
+LATER seconds (default: half of SECONDS; a spare for the next round is up by then)."""
 import json
 import os
 import sys
@@ -23,4 +23,4 @@ if round_ == 1:
     with open(path + ".ended", "w") as f:  # the first to end fails the round: the others are stopped
         f.write(repr(ended))
     sys.exit(3)
-time.sleep(float(sys.argv[2]) / 2)  # the spare for a round 3 starts meanwhile, and goes with the job
+time.sleep(float(sys.argv[3]) if len(sys.argv) > 3 else float(sys.argv[2]) / 2)  # the spare for a round 3 starts meanwhile, and goes with the job

@@ -15,6 +15,7 @@ import pytest
 
 from peers import alive, wait_gone
 from rendezvous.launch import gate
+from rendezvous.launch.gatelink import encode
 from rendezvous.launch.launcher import Launcher
 from paths import SUPPORT
 
@@ -24,19 +25,20 @@ SIGPIPE_BIT = 1 << (signal.SIGPIPE - 1)
 
 def test_a_message_decodes_to_what_was_encoded():
     env = {"TF_CONFIG": '{"a": [1]}', "EQUALS": "a=b=c", "EMPTY": "", "WIDE": "caf\u00e9\n"}
-    start_at, graces, argv, decoded = gate.decode(gate.encode(1234.5, ["python", "-c", "", "x y"], env, 2.5, 0.5))
-    assert (start_at, graces) == (1234.5, (2.5, 0.5))
-    assert gate.decode(gate.encode(1.0, ["true"], {}, 2.5))[1] == (2.5, 2.5)  # one grace for both
+    start_at, graces, argv, decoded, liveness = gate.decode(encode(1234.5, ["python", "-c", "", "x y"], env, 2.5, 0.5,
+                                                                   7.5))
+    assert (start_at, graces, liveness) == (1234.5, (2.5, 0.5), 7.5)
+    assert gate.decode(encode(1.0, ["true"], {}, 2.5))[1] == (2.5, 2.5)  # one grace for both
     assert argv == [b"python", b"-c", b"", b"x y"]
     assert decoded == {k.encode(): v.encode() for k, v in env.items()}
 
 
 @pytest.mark.parametrize("data", [
     b"",  # the pipe closed without a start: an aborted round
-    b"\x00" * 27,  # shorter than the header
-    gate.encode(1.0, ["true"], {})[:-1],  # the last item not ended
-    gate.encode(1.0, ["true"], {}).replace(b"\x00\x00\x00\x01", b"\x00\x00\x00\x00"),  # no command
-    gate.encode(1.0, ["true"], {}).replace(b"\x00\x00\x00\x01", b"\x00\x00\x00\x02"),  # more than sent
+    b"\x00" * 35,  # shorter than the header
+    encode(1.0, ["true"], {})[:-1],  # the last item not ended
+    encode(1.0, ["true"], {}).replace(b"\x00\x00\x00\x01", b"\x00\x00\x00\x00"),  # no command
+    encode(1.0, ["true"], {}).replace(b"\x00\x00\x00\x01", b"\x00\x00\x00\x02"),  # more than sent
 ])
 def test_anything_else_decodes_to_nothing(data):
     assert gate.decode(data) is None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import shutil
 import signal
@@ -164,3 +165,30 @@ def test_a_warm_interpreter_dies_with_its_gate_before_the_release(tmp_path):
     pid = asyncio.run(scenario())
     assert wait_gone(pid), "the warm interpreter outlived its gate"
     assert not (tmp_path / "never.json").exists()
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGSTOP])
+def test_a_warm_interpreter_killed_or_stopped_before_the_release_starts_the_command_plain_and_says_so(
+        tmp_path, caplog, how):
+    # stopped: the gate waits a fifth of the liveness timeout for its answer, then kills it
+    out = tmp_path / "out.json"
+    warm = []
+
+    def hit_warm(launcher):
+        warm.append(wait_until(launcher.warm_pid, "the warm interpreter"))
+        os.kill(warm[0], how)
+    with caplog.at_level(logging.INFO, logger="rendezvous.launch.launcher"):
+        assert launch([sys.executable, str(SHOW), str(out), "exit:4"], MARKER, before_release=hit_warm) == 4
+    assert not json.loads(out.read_text())["warm_marker"] and wait_gone(warm[0])
+    started = [r.getMessage() for r in caplog.records if r.getMessage().startswith("starting ")]
+    assert len(started) == 1 and not started[0].endswith(", warm)"), started
+    assert "the warm interpreter was not used" in caplog.text
+
+
+def test_the_start_line_says_warm_when_the_command_runs_in_the_warm_interpreter(tmp_path, caplog):
+    out = tmp_path / "out.json"
+    with caplog.at_level(logging.INFO, logger="rendezvous.launch.launcher"):
+        assert launch([sys.executable, str(SHOW), str(out), "exit:0"], MARKER) == 0
+    started = [r.getMessage() for r in caplog.records if r.getMessage().startswith("starting ")]
+    assert json.loads(out.read_text())["warm_marker"]
+    assert len(started) == 1 and started[0].endswith(f"(pid {json.loads(out.read_text())['pid']}, warm)"), started

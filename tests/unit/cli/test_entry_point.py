@@ -62,3 +62,11 @@ def test_help_and_the_other_subcommands_do_not_import_the_daemon():
         assert seen["code"] == 0, args
         assert not seen["node"], args
         assert seen["enabled"], args
+
+
+def test_the_command_line_is_split_before_cli_as_cli_splits_it():
+    from rendezvous.cli.main import split_command
+    from rendezvous.cli.startup import split
+
+    for argv in ([], ["join"], ["join", "--", "a", "--", "b"], ["--", "x"], ["status", "--job", "j", "--"]):
+        assert split(argv) == split_command(argv), argv

@@ -194,7 +194,7 @@ DYNAMIC = {
     "cli/main.py:_report_error": "rendezvous: error:",
     "coordinator/_guard.py:warn": "at most once per address and kind",
     "coordinator/_join.py:serve": "rejected %s: %s",
-    "daemon/joiner.py:_follow": "allowed by --allow-mismatch",
+    "daemon/joiner.py:_confirm_list": "allowed by --allow-mismatch",
     "daemon/node.py:_main_loop": "round %d ended: %s; round %d starts",
     "daemon/presence.py:_name_left_out": "it is left out; give it an IPv4 address",
     "daemon/presence.py:_switch_family": "this node uses its IPv6 address",

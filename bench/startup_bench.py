@@ -60,9 +60,9 @@ if variant == "main":
     from rendezvous.__main__ import main
     sys.exit(main())
 from rendezvous.cli import startup
-startup.prepare(sys.argv[1:], leave_out={"-ssl": {"ssl"}, "-gc": {"gc"}, "-defer": {"defer"}}.get(variant, ()))
+spare = startup.prepare(sys.argv[1:], leave_out={"-ssl": {"ssl"}, "-gc": {"gc"}, "-defer": {"defer"}}.get(variant, ()))
 from rendezvous.cli import main as cli
-sys.exit(cli.main())
+sys.exit(cli.main(spare=spare))
 '''
 
 

@@ -7,10 +7,10 @@ from .cli import startup
 
 
 def main() -> int:
-    startup.prepare(sys.argv[1:])
+    spare = startup.prepare(sys.argv[1:])
     from .cli import main as cli
 
-    return cli.main()
+    return cli.main(spare=spare)
 
 
 if __name__ == "__main__":

@@ -5,16 +5,16 @@ A daemon's start is mostly imports (about 130 ms of CPU: asyncio, gRPC, protobuf
 zeroconf), and a job of N nodes waits for the slowest start. Each measure below saves a part
 of that; each is the first thing to break when someone adds an import, so each names the
 test that notices. Gains measured side by side with `bench/startup_bench.py` (each measure
-left out in turn; medians of 15 runs of a one-node job, docs/benchmarks.md):
+left out in turn; medians over two runs of a one-node job, docs/benchmarks.md):
 
 | measure | where | saves (CPU, peak RSS) | guarded by |
 |---|---|---|---|
-| ssl set to None in the command's process | `_no_ssl` | 6 ms, 4.7 MiB | tests/unit/core/test_core_digest.py, tests/integration/loopback/test_join_loopback.py |
-| the collector off while importing, then frozen | `prepare` | 33 ms | tests/unit/cli/test_entry_point.py |
-| the command line split here, before cli is imported | `split` | the spare gate forks from a small process | tests/unit/cli/test_entry_point.py |
-| stand-ins for modules the daemon never uses | `_defer`, cli/deferred.py | 10 ms, 1.9 MiB | tests/unit/cli/test_deferred.py, tests/unit/cli/test_entry_point.py |
-| CPython's own SHA-256 for the frozen list's digest | core/digest.py | 11 ms, 3.6 MiB | tests/unit/core/test_core_digest.py |
-| record classes instead of dataclasses | core/record.py | 53 ms, 1.4 MiB | tests/unit/core/test_core_record.py |
+| ssl set to None in the command's process | `_no_ssl` | 6 ms, 4.5 MiB | tests/unit/core/test_core_digest.py, tests/integration/loopback/test_join_loopback.py |
+| the collector off while importing, then frozen | `prepare` | 33-40 ms | tests/unit/cli/test_entry_point.py |
+| the command line split here, before cli is imported | `split` | the spare gate forks from a small process | tests/unit/cli/test_entry_point.py (the first round runs in that gate) |
+| stand-ins for modules the daemon never uses | `_defer`, cli/deferred.py | 10-14 ms, 1.8 MiB | tests/unit/cli/test_deferred.py, tests/unit/cli/test_entry_point.py |
+| CPython's own SHA-256 for the frozen list's digest | core/digest.py | 1-11 ms, 3.5 MiB | tests/unit/core/test_core_digest.py |
+| record classes instead of dataclasses | core/record.py | 50 ms, 1.3 MiB | tests/unit/core/test_core_record.py |
 
 A measure that saves less than 10 ms of a daemon's start and less than 1 MiB of its memory
 is not worth what it costs to keep: measure again before adding one.
@@ -25,7 +25,10 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from typing import Collection, Sequence
+from typing import TYPE_CHECKING, Collection, Optional, Sequence
+
+if TYPE_CHECKING:
+    from ..launch.gate import Spare
 
 GRPC_SETTINGS = {"GRPC_VERBOSITY": "ERROR", "GRPC_POLL_STRATEGY": "poll"}
 
@@ -54,9 +57,11 @@ def _defer() -> None:
     deferred.defer("ifaddr")
 
 
-def prepare(argv: Sequence[str], leave_out: Collection[str] = ()) -> None:
-    """Everything before `rendezvous.cli.main.main` runs. `leave_out` names measures to
-    skip ("ssl", "gc", "defer"), for bench/startup_bench.py alone."""
+def prepare(argv: Sequence[str], leave_out: Collection[str] = ()) -> Optional[Spare]:
+    """Everything before `rendezvous.cli.main.main` runs; the first round's gate, when `join`
+    has a command and this system can fork it. `leave_out` names measures to skip ("ssl",
+    "gc", "defer"), for bench/startup_bench.py alone."""
+    spare = None
     if "ssl" not in leave_out:
         _no_ssl()
     options, command = split(argv)
@@ -75,7 +80,7 @@ def prepare(argv: Sequence[str], leave_out: Collection[str] = ()) -> None:
             # process, not an interpreter started later (rendezvous.launch.gate).
             from ..launch.gate import fork_spare
 
-            fork_spare()
+            spare = fork_spare()
         # gRPC's C core reads these from the environment once, as it initialises. They are
         # set for the daemon's core unless the user set them, and taken away again once read,
         # so the command inherits the environment as it was:
@@ -103,3 +108,4 @@ def prepare(argv: Sequence[str], leave_out: Collection[str] = ()) -> None:
         if collect:
             gc.freeze()
             gc.enable()
+    return spare

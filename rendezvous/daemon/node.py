@@ -39,6 +39,7 @@ from ..discovery import DiscoveryFactory
 from ..discovery.combined import discovery_factory
 from ..errors import JobFailed, JobStopped, RendezvousTimeout
 from ..host.fingerprint import take_fingerprint
+from ..launch import gate
 from ..launch.launcher import Launcher
 from ..launch.output import OutputSettings
 from ..observe.metrics import start_metrics
@@ -69,6 +70,7 @@ class Node:
         connect: SessionFactory = JoinSession,
         launcher: Optional[Callable[[], Launcher]] = None,
         bind: Binder = bind_resources,
+        first_launcher: Optional[Launcher] = None,
     ) -> None:
         self.config = config
         self.node_id = node_id or new_node_id()
@@ -79,7 +81,7 @@ class Node:
         self._make_launcher = launcher or (lambda: Launcher(config.stop_grace, config.abort_grace,
                                                             output=output_settings(config)))
         self._bind = bind
-        self.launcher = self._make_launcher()
+        self.launcher = first_launcher or self._make_launcher()  # the first round's
         self._spare = Spare(self._make_launcher, config.prewarm, config.command)  # the next round's, warm
         self.signals = StopSignals(self._report_stopping, lambda: self.launcher.kill())
         self._policy = job_policy(config)
@@ -369,5 +371,9 @@ def output_settings(config: JoinConfig) -> OutputSettings:
     return OutputSettings(directory, config.job, config.output_max_bytes, config.output_keep_rounds)
 
 
-async def run_node(config: JoinConfig, reporter: Optional[Reporter] = None) -> int:
-    return await Node(config, reporter=reporter).run()
+async def run_node(
+    config: JoinConfig, reporter: Optional[Reporter] = None, spare: Optional[gate.Spare] = None
+) -> int:
+    """Run a node; `spare` is the first round's gate, forked as the process started."""
+    first = Launcher(config.stop_grace, config.abort_grace, output=output_settings(config), spare=spare)
+    return await Node(config, reporter=reporter, first_launcher=first).run()

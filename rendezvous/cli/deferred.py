@@ -5,7 +5,7 @@ and ``from package import name`` bind the stand-in without running the module, a
 first read of any of its attributes imports the real module, which every later read goes
 to. What runs changes only in when it runs, never in what it does.
 
-The `rendezvous` command's process defers (``__main__``):
+The `rendezvous` command's process defers (rendezvous.cli.startup):
 
 - ``google.protobuf.internal.python_message``: protobuf's pure-Python message classes, which
   its descriptor pool and builder import even where its C implementation (upb) builds the

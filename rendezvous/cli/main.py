@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import textwrap
-from typing import Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from .. import __version__
 from ..config.join import LogConfig
@@ -34,6 +34,9 @@ from ..errors import (
     RequestRefused,
 )
 from ..config.sources import CONFIG_VARIABLE, DEFAULT_CONFIG_FILE, Settings, load_settings, look_options, read_text
+
+if TYPE_CHECKING:
+    from ..launch.firstgate import Spare
 
 log = logging.getLogger(__name__)
 
@@ -276,7 +279,7 @@ def _report_error(exc: RendezvousError, log_format: str) -> int:
     return exc.exit_code
 
 
-def _join(args: argparse.Namespace, command: Sequence[str]) -> int:
+def _join(args: argparse.Namespace, command: Sequence[str], spare: Optional[Spare] = None) -> int:
     try:
         settings = settings_from_args(args, command)
     except ConfigError as exc:
@@ -295,7 +298,7 @@ def _join(args: argparse.Namespace, command: Sequence[str]) -> int:
     try:
         from ..daemon.node import run_node
 
-        return asyncio.run(run_node(settings.join, reporters, settings.sources.get("expect", "--expect")))
+        return asyncio.run(run_node(settings.join, reporters, settings.sources.get("expect", "--expect"), spare))
     except RendezvousError as exc:
         return _report_error(exc, settings.log.log_format)
     except KeyboardInterrupt:
@@ -360,7 +363,8 @@ def _subcommand_parser(parser: argparse.ArgumentParser, name: str) -> argparse.A
     return chosen
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Optional[Sequence[str]] = None, spare: Optional[Spare] = None) -> int:
+    """`spare`: the first round's gate, forked as the process started (rendezvous.cli.startup)."""
     options, command = split_command(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args, unknown = parser.parse_known_args(options)
@@ -369,7 +373,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if unknown:
         subparser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.subcommand == "join":
-        return _join(args, command)
+        return _join(args, command, spare)
     if command:
         subparser.error(f"{args.subcommand} takes no command after --")
     if args.subcommand == "status" and args.watch and (args.job is None or args.local):

@@ -34,7 +34,7 @@ class Coordination:
 
     def __init__(self, me: Peer, round: Round, timings: Timings, liveness_timeout: float) -> None:
         self.me = me
-        self.round = round
+        self._round = round  # changed by `apply` alone
         self.timings = timings
         self.liveness = liveness_timeout
         self.board = jobs.Board()  # what `status --job` shows beyond the round itself
@@ -45,6 +45,10 @@ class Coordination:
         self.stop_taken = asyncio.Event()  # set with `stopped`, for this node's own member
         self.stopped_between_rounds = False
         self.watchdog = Watchdog(self)
+
+    @property
+    def round(self) -> Round:
+        return self._round
 
     @property
     def heartbeat_interval(self) -> float:
@@ -72,7 +76,8 @@ class Coordination:
         self.board = change(jobs.for_round(self.board, self.round.number))
 
     def apply(self, step: Step) -> None:
-        self.round = state = step.state
+        """The one place the round changes: to the step's state, with its action carried out."""
+        self._round = state = step.state
         if step.action is Action.BROADCAST_WAITING:
             self._schedule_waiting()
             if state.expect.elastic:
@@ -135,11 +140,8 @@ class Coordination:
         )
         return self.message(aborted=aborted)
 
-    def stopped_message(self) -> Optional[pb.CoordinatorMessage]:
+    def stopped_message(self, order: StopOrder) -> pb.CoordinatorMessage:
         """After a stop, what any Join is answered with: the stop itself."""
-        order = self.stopped
-        if order is None:
-            return None
         return self.aborted(rounds.stop(rounds.Round(job=self.round.job, expect=self.round.expect,
                                                      number=self.round.number), order).state)
 
@@ -193,4 +195,4 @@ class Coordination:
             redirect.coordinator.CopyFrom(_wire.peer_to_pb(coordinator))
         self.broadcast(self.message(redirect=redirect))
         self.end_streams()
-        self.round = admission.start_over(self.round)
+        self.apply(Step(admission.start_over(self.round), Action.NOTHING))

@@ -8,7 +8,7 @@ import logging
 import math
 import time
 from collections import Counter
-from typing import Iterator
+from typing import Iterator, NoReturn
 
 import grpc
 
@@ -24,6 +24,12 @@ def source_of(context: grpc.aio.ServicerContext) -> str:
         return str(parse_grpc_peer(context.peer()))
     except ValueError:
         return context.peer()
+
+
+async def abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, details: str) -> NoReturn:
+    """End the call with `code`: grpc's abort raises, which its untyped API does not say."""
+    await context.abort(code, details)
+    raise AssertionError("grpc.aio's abort returned")
 
 
 class RateLimitedWarnings:

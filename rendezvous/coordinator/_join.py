@@ -17,7 +17,8 @@ from ..core import round as rounds
 from ..core.advert import PROTOCOL_VERSION
 from ..core.auth import AuthError, Keys
 from ..core.peer import IPAddress, Peer
-from ..core.round import RejectReason
+from ..core.round import Action, RejectReason, Step
+from ..core.size import Size
 from ..core.status import printable
 from ..core.view import Target
 from ..v1 import rendezvous_pb2 as pb
@@ -68,61 +69,54 @@ class JoinStreams:
         c = self._c
         first = await self._read_first(context, source)
         signer = await self._authenticate(context, first, source)
-        refusal = check_header(c, first.header)
-        if refusal is not None:
-            await context.write(signer.seal(refusal_to_pb(c, refusal)))
+        answer = admission.answer(
+            c.round, c.me, self._target(), self._ask(first, source),
+            own=self._own_round(), stopped=c.stopped, streaming=c.outboxes.keys(), now=time.monotonic(),
+            allowed=self._allowed,
+        )
+        if answer.warning is not None:
+            kind, text = answer.warning
+            self._guard.warn(kind, source, "%s", text)
+        if answer.duplicate and answer.peer is not None:
+            await context.abort(grpc.StatusCode.ALREADY_EXISTS, f"node id {answer.peer.node_id} already has an open stream")
+        reply = self._reply(answer, source)
+        if reply is not None:
+            await context.write(signer.seal(reply))
             return
-        stopped = c.stopped_message()
-        if stopped is not None:  # a member back for the next round, or one late to the job
-            log.info("answered a Join from %s with the stop of job %r", source, c.round.job)
-            await context.write(signer.seal(stopped))
-            return
-        try:
-            peer = _wire.peer_from_pb(first.join.peer)
-        except (ValueError, TypeError) as exc:
-            problem: Optional[str] = str(exc)
-        else:
-            problem = admission.check_source(peer, source) or admission.check_allowed(peer, self._allowed)
-        if problem is not None:
-            self._guard.warn("bad peer", source, "refused a Join from %s: %s", source, problem)
-            await context.write(signer.seal(c.rejected(pb.Rejected.BAD_REQUEST, f"bad peer: {problem}")))
-            return
-        if peer.node_id in c.outboxes:
-            # a clone of a member, or its identity replayed: the live member keeps its place
-            self._guard.warn("duplicate", source, "refused a second stream for member %s from %s", peer.node_id, source)
-            await context.abort(grpc.StatusCode.ALREADY_EXISTS, f"node id {peer.node_id} already has an open stream")
-        redirection = admission.route(c.round, c.me, self._target(), peer)
-        if redirection is not None:
-            await context.write(signer.seal(c.message(redirect=_wire.redirect_to_pb(redirection))))
-            return
-        own = self._own_round()
-        later = admission.not_known_yet(c.round, first.header.round, own)
-        if later is not None:
-            await context.write(signer.seal(c.message(redirect=_wire.redirect_to_pb(later))))
-            return
-        refusal = admission.check_round(c.round, first.header.round, own)
-        if refusal is not None:
-            self._guard.warn("round", source, "rejected %s: %s", peer.describe(), refusal.message)
-            await context.write(signer.seal(refusal_to_pb(c, refusal)))
-            return
-        *before, step = self._admit(peer, first)
-        if step.rejection is not None:
-            rejection = step.rejection
-            self._guard.warn(rejection.reason.value, source, "rejected %s: %s", peer.describe(), rejection.message)
-            await context.write(signer.seal(c.rejected(_REASONS[rejection.reason], rejection.message)))
-            return
+        *before, step = answer.steps
         for earlier in before:  # an abort that admits this peer goes to the old round's members
             c.apply(earlier)
-        await self._stream(context, peer, signer, step)
+        assert answer.peer is not None
+        await self._stream(context, answer.peer, signer, step)
 
-    def _admit(self, peer: Peer, first: pb.PeerMessage) -> tuple[rounds.Step, ...]:
-        state = self._c.round
+    @staticmethod
+    def _ask(first: pb.PeerMessage, source: str) -> admission.JoinAsk:
+        """The Join's first message as values; what cannot be read becomes its problem."""
         try:
-            expect = _wire.size_from_pb(first.join)
+            peer: Peer | str = _wire.peer_from_pb(first.join.peer)
+        except (ValueError, TypeError) as exc:
+            peer = str(exc)
+        try:
+            expect: Size | str = _wire.size_from_pb(first.join)
         except ValueError as exc:
-            return (rounds.reject(state, RejectReason.EXPECT_MISMATCH, f"{peer.describe()}: --expect {exc}"),)
-        fingerprint = _wire.optional_fingerprint_from_pb(first.join)
-        return admission.admit(state, peer, first.header.round, expect, time.monotonic(), fingerprint)
+            expect = str(exc)
+        return admission.JoinAsk(
+            _wire.header_from_pb(first.header), source, peer, expect, _wire.optional_fingerprint_from_pb(first.join),
+        )
+
+    def _reply(self, answer: admission.Answer, source: str) -> Optional[pb.CoordinatorMessage]:
+        """The message a Join that is not admitted is answered with; None when it is."""
+        c = self._c
+        if answer.refusal is not None:
+            return refusal_to_pb(c, answer.refusal)
+        if answer.rejection is not None:
+            return c.rejected(_REASONS[answer.rejection.reason], answer.rejection.message)
+        if answer.redirection is not None:
+            return c.message(redirect=_wire.redirect_to_pb(answer.redirection))
+        if answer.stop is not None:
+            log.info("answered a Join from %s with the stop of job %r", source, c.round.job)
+            return c.stopped_message(answer.stop)
+        return None
 
     async def _stream(
         self, context: grpc.aio.ServicerContext, peer: Peer, signer: _auth.Signer, step: rounds.Step
@@ -205,7 +199,7 @@ class JoinStreams:
                 signer.open(message)
                 if message.header.round != c.round.number:
                     continue  # rounds never mix: a message of another round is stale
-                c.round = rounds.heard(c.round, peer.node_id, time.monotonic())
+                c.apply(Step(rounds.heard(c.round, peer.node_id, time.monotonic()), Action.NOTHING))
                 self._take(peer, message)
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
             pass

@@ -20,9 +20,11 @@ class Watched(Protocol):
     """What the watchdog reads of the round it watches, and the one way it changes it."""
 
     me: Peer
-    round: rounds.Round
     board: jobs.Board
     timings: Timings
+
+    @property
+    def round(self) -> rounds.Round: ...
 
     @property
     def outboxes(self) -> Mapping[str, object]: ...
@@ -68,7 +70,7 @@ class Watchdog:
             paused_for = now - self._looked - interval
             log.warning("this node did not run for %.1f s (starved of CPU or stopped): "
                         "the members count as heard now", paused_for)
-            c.round = rounds.resumed(c.round, now, paused_for)
+            c.apply(rounds.Step(rounds.resumed(c.round, now, paused_for), rounds.Action.NOTHING))
         self._looked = now
 
     def _check_stragglers(self, now: float) -> None:

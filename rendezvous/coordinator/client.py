@@ -6,7 +6,7 @@ import asyncio
 import logging
 import math
 import time
-from typing import Optional, Union
+from typing import Any, Callable, Optional, TypeVar, Union
 
 import grpc
 from google.protobuf.message import Message
@@ -45,6 +45,8 @@ from . import _auth, _wire, _wire_sync
 from .local import JoinHandler, LocalCall
 
 log = logging.getLogger(__name__)
+
+Answer = TypeVar("Answer")
 
 
 class SessionLost(Exception):
@@ -268,29 +270,32 @@ async def fetch_status(
     request = pb.StatusRequest(caller=_wire.advert_to_pb(caller)) if caller else pb.StatusRequest()
     if about is not None:
         request.about.CopyFrom(_wire.advert_to_pb(about))
-    signer, request = _auth.sign_request(keys, request)
-    response = await _ask(endpoint, timeout, "Status", request)
-    try:
-        signer.open(response)
-        return _wire.status_from_pb(response)
-    except AuthError as exc:
-        raise StatusUntrusted(f"the answer of {endpoint}: {exc}") from None
-    except ValueError as exc:
-        raise NoDaemonError(f"the daemon at {endpoint} sent an invalid status: {printable(str(exc))}") from None
+    return await _ask_signed(endpoint, timeout, "Status", keys, request, _wire.status_from_pb, StatusUntrusted, "status")
 
 
 async def fetch_job_status(endpoint: str, timeout: float, keys: Optional[Keys] = None, job: str = "") -> JobView:
     """The job as the daemon at `endpoint` sees it; NoDaemonError if it does not answer, or
     (with `keys`, those of `job`) if its answer is not signed with them."""
-    signer, request = _auth.sign_request(keys, pb.StatusRequest(header=_wire.header(job, 0, "")))
-    response = await _ask(endpoint, timeout, "JobStatus", request)
+    request = pb.StatusRequest(header=_wire.header(job, 0, ""))
+    return await _ask_signed(endpoint, timeout, "JobStatus", keys, request, _wire.job_view_from_pb, TokenRefused,
+                             "job status")
+
+
+async def _ask_signed(
+    endpoint: str, timeout: float, rpc: str, keys: Optional[Keys], request: pb.StatusRequest,
+    read: Callable[[Any], Answer], refused: type[StatusUntrusted], what: str,
+) -> Answer:
+    """Ask `rpc` with `request` signed (with `keys`), check the answer's signature and read
+    it; `refused` if it is not signed with them, NoDaemonError if it cannot be read."""
+    signer, request = _auth.sign_request(keys, request)
+    response = await _ask(endpoint, timeout, rpc, request)
     try:
         signer.open(response)
-        return _wire.job_view_from_pb(response)
+        return read(response)
     except AuthError as exc:
-        raise TokenRefused(f"the answer of {endpoint}: {exc}") from None
+        raise refused(f"the answer of {endpoint}: {exc}") from None
     except ValueError as exc:
-        raise NoDaemonError(f"the daemon at {endpoint} sent an invalid job status: {printable(str(exc))}") from None
+        raise NoDaemonError(f"the daemon at {endpoint} sent an invalid {what}: {printable(str(exc))}") from None
 
 
 @record

@@ -22,7 +22,7 @@ a connection (a descriptor), a call (memory in gRPC and a task here) or both. So
 * memory: headers and messages are bounded in size, and once a burst of calls is over the
   cycles they left are collected and the C allocator is asked to give freed memory back
   (`trim_memory`), which glibc otherwise keeps in its arenas. (gRPC's poller is chosen
-  for the same reason, before gRPC is imported: rendezvous.__main__.)
+  for the same reason, before gRPC is imported: rendezvous.cli.startup.)
 """
 
 from __future__ import annotations

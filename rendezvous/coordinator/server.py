@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence, TypeVar
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -38,11 +38,13 @@ from . import _auth, _wire, limits
 from ._coordination import Coordination
 from .connections import ConnectionCap
 from ._join import JoinStreams, check_header
-from ._guard import Guard, source_of
+from ._guard import Guard, abort, source_of
 from ._stop import Stops, coordinating, open_signed
 from .transfer import FileSource
 
 log = logging.getLogger(__name__)
+
+FilesRequest = TypeVar("FilesRequest", pb.ManifestRequest, pb.FetchRequest)
 
 
 class CoordinatorService(pb_grpc.RendezvousServicer):
@@ -128,7 +130,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         """One peer's stream. A bounded number at a time from one address (_guard)."""
         source = source_of(context)
         if self._guard.full(source):
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "too many streams from this address")
+            await abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, "too many streams from this address")
         with self._guard.stream(source):
             await self._joins.serve(context, source)
 
@@ -136,7 +138,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         """Anyone may ask (`rendezvous status` has no token); a signed request gets a
         signed answer, which a peer can trust."""
         if request is None:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "not a StatusRequest")
+            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "not a StatusRequest")
         # With a token, an unsigned request learns only that the job needs one.
         signer = await open_signed(self._keys, self.round.job, self._guard, request, context)
         if request.HasField("caller"):
@@ -171,7 +173,7 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
 
     async def JobStatus(self, request: Optional[pb.StatusRequest], context: grpc.aio.ServicerContext) -> pb.JobStatusResponse:  # noqa: N802
         if request is None:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "not a StatusRequest")
+            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "not a StatusRequest")
         signer = await open_signed(self._keys, self.round.job, self._guard, request, context)
         me, state = self._c.me, self._c.round
         target = self._target()
@@ -190,40 +192,43 @@ class CoordinatorService(pb_grpc.RendezvousServicer):
         return await self._stops.serve(request, context)
 
     async def GetManifest(self, request: Optional[pb.ManifestRequest], context: grpc.aio.ServicerContext) -> pb.ManifestResponse:  # noqa: N802
-        await self._check_files(request, context)
-        return await self._files.manifest(request, context)  # type: ignore[union-attr]
+        files, request = await self._check_files(request, context)
+        return await files.manifest(request, context)
 
     async def FetchFiles(self, request: Optional[pb.FetchRequest], context: grpc.aio.ServicerContext):  # noqa: N802
-        await self._check_files(request, context)
-        async for chunk in self._files.files(request, context):  # type: ignore[union-attr]
+        files, request = await self._check_files(request, context)
+        async for chunk in files.files(request, context):
             yield chunk
 
-    async def _check_files(self, request: Optional[pb.ManifestRequest | pb.FetchRequest], context: grpc.aio.ServicerContext) -> None:
+    async def _check_files(
+        self, request: Optional[FilesRequest], context: grpc.aio.ServicerContext
+    ) -> tuple[FileSource, FilesRequest]:
         """Files go only to a node of this job (one that holds its token, if it has one),
         and only from a node that syncs. What they hold is checked by the fetcher against
         the digest the coordinator named, over the signed Join stream."""
         if request is None:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "not a request of files")
+            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "not a request of files")
         if self._files is None:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "this node runs without --sync-dir")
+            await abort(context, grpc.StatusCode.FAILED_PRECONDITION, "this node runs without --sync-dir")
         refusal = check_header(self._c, request.header)
         if refusal is not None:
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal.message)
+            await abort(context, grpc.StatusCode.PERMISSION_DENIED, refusal.message)
         if self._keys is not None:
             try:
                 _auth.open_request(self._keys, request)
             except AuthError as exc:
                 await self._guard.refuse(context, source_of(context), str(exc))
+        return self._files, request
 
     async def Exchange(self, request: Optional[pb.Adverts], context: grpc.aio.ServicerContext) -> pb.Adverts:  # noqa: N802
         if request is None:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "not a list of adverts")
+            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "not a list of adverts")
         if request.header.protocol_version != PROTOCOL_VERSION:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"this node speaks protocol {PROTOCOL_VERSION}")
+            await abort(context, grpc.StatusCode.FAILED_PRECONDITION, f"this node speaks protocol {PROTOCOL_VERSION}")
         signer, gossip = _wire.exchange_in(request, self._keys, source_of(context))
         answer = self._exchange(gossip) if self._exchange is not None else None
         if answer is None:
-            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this node does not use unicast discovery (--discovery mdns)")
+            await abort(context, grpc.StatusCode.UNIMPLEMENTED, "this node does not use unicast discovery (--discovery mdns)")
         return signer.seal(_wire.gossip_to_pb(answer, self._c.me.node_id))
 
 

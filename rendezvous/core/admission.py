@@ -10,14 +10,16 @@ the round exactly as it was; only a member of a running round may say that it mo
 from __future__ import annotations
 
 from enum import Enum
-from typing import Optional
+from typing import Collection, Optional
 
 from . import round as rounds
+from .advert import PROTOCOL_VERSION
 from .peer import IPAddress, Peer, parse_address, same_host, unmapped
 from .preflight import Fingerprint
 from .record import record, replace
-from .round import Action, Round, RoundPhase, Step
+from .round import Action, RejectReason, Round, RoundPhase, Step
 from .size import Size
+from .stopping import StopOrder
 from .view import Target
 
 # The highest round a peer may name. --max-restarts is at most 1,000, so no real job gets
@@ -173,3 +175,76 @@ def admit(
     if step.rejection is not None:
         return (replace(step, state=state),)
     return (*steps, step)
+
+
+@record
+class JoinAsk:
+    """A Join's first message as values: `peer` and `expect` are the problem (a string)
+    when the message's own could not be read."""
+
+    header: Header
+    source: str  # the address the stream comes from
+    peer: Peer | str
+    expect: Size | str
+    fingerprint: Optional[Fingerprint] = None
+
+
+@record
+class Answer:
+    """What a Join is answered with; exactly one of the replies is set, or `steps` when the
+    joiner is admitted (the earlier ones for the old round's members, the last one its
+    own). `warning` is (kind, text) for the rate-limited warnings of refused callers."""
+
+    refusal: Optional[Refusal] = None
+    rejection: Optional[rounds.Rejection] = None
+    redirection: Optional[Redirection] = None
+    stop: Optional[StopOrder] = None
+    duplicate: bool = False  # a second stream for `peer`: the first keeps its place
+    steps: tuple[Step, ...] = ()
+    peer: Optional[Peer] = None  # the joiner, once its address was checked
+    warning: Optional[tuple[str, str]] = None
+
+
+def answer(
+    state: Round, me: Peer, target: Target, ask: JoinAsk, *,
+    own: int, stopped: Optional[StopOrder], streaming: Collection[str], now: float,
+    allowed: Optional[frozenset[IPAddress]] = None,
+) -> Answer:
+    """The coordinator's answer to a Join, the checks in their order: the header; after a
+    `rendezvous stop`, the stop; the peer's address against the stream's, and among the
+    `allowed` hosts when any are named (check_allowed); one stream per member; elsewhere
+    (route, not_known_yet); the round asked for; then the round's own decision (admit).
+    `own` is the round this node is in itself, `streaming` the node ids with an open Join
+    stream."""
+    header = ask.header
+    refusal = check_header(header, state.job, PROTOCOL_VERSION)
+    if refusal is not None:
+        return Answer(refusal=refusal)
+    if stopped is not None:  # a member back for the next round, or one late to the job
+        return Answer(stop=stopped)
+    peer = ask.peer
+    problem = peer if isinstance(peer, str) else check_source(peer, ask.source) or check_allowed(peer, allowed)
+    if problem is not None or isinstance(peer, str):
+        return Answer(refusal=Refusal(Refused.BAD_REQUEST, f"bad peer: {problem}"),
+                      warning=("bad peer", f"refused a Join from {ask.source}: {problem}"))
+    if peer.node_id in streaming:  # a clone of a member, or its identity replayed
+        return Answer(duplicate=True, peer=peer, warning=(
+            "duplicate", f"refused a second stream for member {peer.node_id} from {ask.source}"))
+    redirection = route(state, me, target, peer)
+    if redirection is None:
+        redirection = not_known_yet(state, header.round, own)
+    if redirection is not None:
+        return Answer(redirection=redirection, peer=peer)
+    refusal = check_round(state, header.round, own)
+    if refusal is not None:
+        return Answer(refusal=refusal, peer=peer, warning=("round", f"rejected {peer.describe()}: {refusal.message}"))
+    if isinstance(ask.expect, str):
+        steps: tuple[Step, ...] = (
+            rounds.reject(state, RejectReason.EXPECT_MISMATCH, f"{peer.describe()}: --expect {ask.expect}"),)
+    else:
+        steps = admit(state, peer, header.round, ask.expect, now, ask.fingerprint)
+    rejection = steps[-1].rejection
+    if rejection is not None:
+        return Answer(rejection=rejection, peer=peer,
+                      warning=(rejection.reason.value, f"rejected {peer.describe()}: {rejection.message}"))
+    return Answer(steps=steps, peer=peer)

@@ -1,5 +1,8 @@
-"""One round's rendezvous from the member's side: the Join streams this node opens, what the
-coordinator says on them fed to the member machine (core.member), each action carried out.
+"""One round's rendezvous from the member's side, as the coordinator's: an event source that
+only listens (daemon/memberevents.py's `MemberEvents`: the Join streams this node opens, what
+the coordinator says on them, the view's changes, the command's end), the member machine that decides
+(core.member.step, in `Joiner`), and one executor that carries out each action
+(`MemberActions`).
 
     start the command's gate (it waits for the release), then
     join the view's target -> events -> machine.step -> Confirm: arm the command, send Ready
@@ -16,16 +19,15 @@ import math
 import os
 import time
 from contextlib import aclosing
-from typing import AsyncIterator, Callable, Optional, Protocol
+from typing import Any, AsyncIterator, Awaitable, Callable, Optional, Protocol, get_args
 
 from ..config.join import JoinConfig
-from ..coordinator import JoinSession, SessionLost, Untrusted
+from ..coordinator import JoinSession, SessionLost
 from ..core import member as machine
 from ..core.advert import Phase
 from ..core.manifest import PreviousChief, SyncSummary
 from ..core.auth import Keys
 from ..core.failure import ERROR_FILE_VARIABLE, Failure
-from ..core.listening import Listening
 from ..core.member import Member, MemberAction, MemberEvent, RoundEnd
 from ..core.peer import Peer
 from ..core.preflight import Fingerprint
@@ -40,6 +42,7 @@ from ..launch.errorfile import ErrorFile
 from ..launch.launcher import Launcher
 from ..launch.prewarm import modules_for
 from .commandside import describe_failure, log_devices, log_failure
+from .memberevents import MemberEvents
 from .reach import command_end
 from .relay import ProgressRelay
 from .resources import Seat
@@ -47,6 +50,9 @@ from .syncer import MemberSync
 from .viewholder import ViewHolder
 
 log = logging.getLogger(__name__)
+
+# The events the coordinator's own messages become: each proves it (and its round's members) alive.
+FROM_COORDINATOR = get_args(machine.CoordinatorEvent)
 
 
 class SessionFactory(Protocol):
@@ -61,9 +67,8 @@ class SessionFactory(Protocol):
 
 
 class Joiner:
-    """Joins one round, then watches it until it ends. `session` is the open Join stream,
-    kept after the release: heartbeats, the command's exit code and the round's end travel
-    on it; the node closes it at shutdown."""
+    """Joins one round, then watches it until it ends: the events of `MemberEvents` fed to
+    the member machine (core.member.step), each action carried out by `MemberActions`."""
 
     def __init__(
         self,
@@ -76,25 +81,32 @@ class Joiner:
         round: int = 1,
         previous: Optional[PreviousChief] = None,
         on_progress: Callable[[Progress], None] = lambda progress: None,
+        expect_source: str = "--expect",
     ) -> None:
         self._config = config
         self._seat = seat
         self._views = views
         self._launcher = launcher
         self._connect = connect
-        self._enter = enter
         self._round = round
-        self.session: Optional[JoinSession] = None
-        self.expect_source = "--expect"  # where config.expect came from, for the conflict it names
-        self.failure: Optional[Failure] = None  # this node's command failed: why
-        self._errors: Optional[ErrorFile] = None  # $RENDEZVOUS_ERROR_FILE, made at the freeze
-        self._beats: Optional[asyncio.Task] = None
-        timings = config.timings
-        self._progress = ProgressRelay(seat.progress_dir, timings.progress_poll, timings.progress_send,
-                                       on_progress)
-        self._sync = MemberSync(seat.sync, previous)  # previous: the chief of the last round that ran
-        self.state = Member(seat.me(), timings.suspect_after, liveness_timeout=config.liveness_timeout,
+        self._expect_source = expect_source  # where config.expect came from, for the conflict it names
+        self.state = Member(seat.me(), config.timings.suspect_after, liveness_timeout=config.liveness_timeout,
                             syncs=seat.sync is not None)
+        self._events = MemberEvents(views, launcher, lambda: self.state, expect_source)
+        self._actions = MemberActions(config, seat, views, launcher, enter, lambda: self.state, round, previous,
+                                      on_progress)
+
+    @property
+    def session(self) -> Optional[JoinSession]:
+        return self._actions.session
+
+    @property
+    def failure(self) -> Optional[Failure]:
+        return self._actions.failure
+
+    @property
+    def progress(self) -> Optional[Progress]:
+        return self._actions.progress.latest
 
     async def rendezvous(self) -> Optional[RoundEnd]:
         """Join until the command starts (None), or the round ends before (its end).
@@ -105,7 +117,7 @@ class Joiner:
         try:
             return await self._join_until_released()
         except MembershipError:
-            if conflicts(self._views.view, time.monotonic(), self.expect_source):
+            if conflicts(self._views.view, time.monotonic(), self._expect_source):
                 await asyncio.sleep(self._config.timings.conflict_linger)
             raise
 
@@ -115,28 +127,14 @@ class Joiner:
         exited = asyncio.ensure_future(command_end(self._launcher.wait, self._seat.me(), self.state.membership,
                                                    self._config.timings.tf_port_silence))
         try:
-            action = await self._follow(self._events(self.session, exited))
+            action = await self._follow(self._events.listen(self.session, exited))
         finally:
             exited.cancel()
         assert isinstance(action, RoundEnd)
         return action
 
-    @property
-    def progress(self) -> Optional[Progress]:
-        return self._progress.latest
-
     async def close(self) -> None:
-        if self._beats is not None:
-            self._beats.cancel()
-        self._beats = None
-        self._progress.stop_sending()
-        await self._sync.cancel()
-        await self._progress.close()
-        if self._errors is not None:
-            self._errors.close()
-        if self.session is not None:
-            await self.session.close()
-            self.session = None
+        await self._actions.close()
 
     async def _join_until_released(self) -> Optional[RoundEnd]:
         timings = self._config.timings
@@ -144,17 +142,15 @@ class Joiner:
             self._views.changed.clear()  # the target is computed now: older changes are seen
             target, me = self._views.view.target(time.monotonic()), self._seat.me()
             self.state = self.state.joining(target.endpoint, target.peer, me)
-            self.session = self._connect(
+            session = self._actions.session = self._connect(
                 target.endpoint, me, self._config.job, self._round, self._config.expect,
                 timings.keepalive, fingerprint=self._seat.fingerprint, keys=self._seat.keys,
                 # this node's own member reaches its servicer inside the process (coordinator.local)
                 local=self._seat.local if self.state.joined_to_self else None,
             )
-            action = await self._follow(self._join_and_listen(self.session))
-            if isinstance(action, machine.Start):
-                return None
-            if isinstance(action, RoundEnd):
-                return action
+            action = await self._follow(self._events.joined(session))
+            if not isinstance(action, machine.Rejoin):
+                return action if isinstance(action, RoundEnd) else None  # None: the command starts
             await self.close()
             await self._view_change_or(timings.retry_interval)
 
@@ -167,48 +163,109 @@ class Joiner:
                     self._views.miss(*vouched(self.state))
                 step = machine.step(self.state, event, time.monotonic())
                 self.state, action = step.state, step.action
-                if isinstance(action, machine.Confirm):
-                    for warning in action.warnings:
-                        log.warning("%s", warning)
-                    await self._confirm(action.membership)
-                elif isinstance(action, machine.Report):
-                    await self._report(action)
-                elif isinstance(action, machine.Sync):  # pulled while the coordinator is still read
-                    assert self.session is not None
-                    self._sync.pull(action.order, self.session, self._seat.me(), self._config.job,
-                                    self.state.round or self._round, self._seat.keys)
-                elif isinstance(action, machine.Start):
-                    self._start(action.delay, self.state.membership)
+                if await self._actions.carry_out(action, event):
                     return action
-                elif isinstance(action, machine.Rejoin):
-                    if action.suspect is not None:
-                        self._suspect(action.suspect)
-                    if action.distrust is not None:
-                        self._views.distrust(action.distrust, getattr(event, "reason", ""))
-                    return action
-                elif isinstance(action, RoundEnd):
-                    return action
-                elif isinstance(action, machine.Fail):
-                    raise action.error
+                if isinstance(event, FROM_COORDINATOR):
+                    self._views.hear(*vouched(self.state))
         raise AssertionError("the event stream ended without an end")  # pragma: no cover
 
-    async def _join_and_listen(self, session: JoinSession) -> AsyncIterator[MemberEvent]:
-        # A frozen coordinator accepts the connection and then says nothing: gRPC would
-        # wait for its HTTP/2 handshake for 20 s.
-        join = asyncio.ensure_future(session.join())
-        await asyncio.wait({join}, timeout=self.state.liveness_timeout)
-        if not join.done():
-            join.cancel()
-            yield machine.Lost(f"{session.endpoint} did not take the join within {self.state.liveness_timeout:g} s")
-            return
+    async def _view_change_or(self, seconds: float) -> None:
+        # Not wait_for: on Python < 3.12 it can swallow a cancellation that arrives as the
+        # event is set, and a stopped node would then go on joining.
+        changed = asyncio.ensure_future(self._views.changed.wait())
         try:
-            join.result()
-        except SessionLost as exc:
-            yield machine.Lost(str(exc))
-            return
-        async with aclosing(self._events(session)) as events:
-            async for event in events:
-                yield event
+            await asyncio.wait({changed}, timeout=seconds)
+        finally:
+            changed.cancel()
+
+
+class MemberActions:
+    """Carries out the member machine's actions (core.member), one method per kind of
+    action, in `carry_out`; holds what they leave open: the Join stream (`session`, kept
+    after the release: heartbeats, the command's exit code and the round's end travel on
+    it; the node closes it at shutdown), the heartbeats, the error file, the progress relay
+    and the --sync-dir pull."""
+
+    def __init__(
+        self, config: JoinConfig, seat: Seat, views: ViewHolder, launcher: Launcher,
+        enter: Callable[[Phase, Optional[Membership]], None], state: Callable[[], Member], round: int,
+        previous: Optional[PreviousChief], on_progress: Callable[[Progress], None],
+    ) -> None:
+        self._config = config
+        self._seat = seat
+        self._views = views
+        self._launcher = launcher
+        self._enter = enter
+        self._state = state
+        self._round = round
+        self.session: Optional[JoinSession] = None
+        self.failure: Optional[Failure] = None  # this node's command failed: why
+        self._errors: Optional[ErrorFile] = None  # $RENDEZVOUS_ERROR_FILE, made at the freeze
+        self._beats: Optional[asyncio.Task] = None
+        timings = config.timings
+        self.progress = ProgressRelay(seat.progress_dir, timings.progress_poll, timings.progress_send, on_progress)
+        self._sync = MemberSync(seat.sync, previous)  # previous: the chief of the last round that ran
+        # What each kind of action runs; True: the action ends this stream's part.
+        self._carry_out: dict[type, Callable[[Any, MemberEvent], Awaitable[bool]]] = {
+            machine.Wait: self._nothing, machine.Confirm: self._confirm_list, machine.Report: self._report_exit,
+            machine.Sync: self._pull, machine.Start: self._release, machine.Rejoin: self._rejoin,
+            RoundEnd: self._end, machine.Fail: self._fail,
+        }
+
+    @property
+    def state(self) -> Member:
+        return self._state()
+
+    async def carry_out(self, action: MemberAction, event: MemberEvent) -> bool:
+        """Carry out `action`, which `event` led to; whether it ends this stream's part
+        (Start, Rejoin, RoundEnd). Fail raises its error."""
+        return await self._carry_out[type(action)](action, event)
+
+    async def close(self) -> None:
+        if self._beats is not None:
+            self._beats.cancel()
+        self._beats = None
+        self.progress.stop_sending()
+        await self._sync.cancel()
+        await self.progress.close()
+        if self._errors is not None:
+            self._errors.close()
+        if self.session is not None:
+            await self.session.close()
+            self.session = None
+
+    async def _nothing(self, action: machine.Wait, event: MemberEvent) -> bool:
+        return False
+
+    async def _confirm_list(self, action: machine.Confirm, event: MemberEvent) -> bool:
+        for warning in action.warnings:
+            log.warning("%s", warning)
+        await self._confirm(action.membership)
+        return False
+
+    async def _pull(self, action: machine.Sync, event: MemberEvent) -> bool:
+        """Pulled while the coordinator is still read."""
+        assert self.session is not None
+        self._sync.pull(action.order, self.session, self._seat.me(), self._config.job,
+                        self.state.round or self._round, self._seat.keys)
+        return False
+
+    async def _release(self, action: machine.Start, event: MemberEvent) -> bool:
+        self._start(action.delay, self.state.membership)
+        return True
+
+    async def _rejoin(self, action: machine.Rejoin, event: MemberEvent) -> bool:
+        if action.suspect is not None:
+            self._suspect(action.suspect)
+        if action.distrust is not None:
+            self._views.distrust(action.distrust, getattr(event, "reason", ""))
+        return True
+
+    async def _end(self, action: RoundEnd, event: MemberEvent) -> bool:
+        return True
+
+    async def _fail(self, action: machine.Fail, event: MemberEvent) -> bool:
+        raise action.error
 
     async def _heartbeats(self, session: JoinSession) -> None:
         """Proves this node alive to the coordinator from the freeze on (before, a silent
@@ -219,57 +276,6 @@ class Joiner:
                 await session.heartbeat()
         except SessionLost:
             pass
-
-    async def _events(self, session: JoinSession, exited: Optional[asyncio.Future] = None) -> AsyncIterator[MemberEvent]:
-        """What the coordinator says, changes of whom to join, the command's end (`exited`:
-        its exit code and why it failed though it did not exit), and the coordinator's
-        silence, as they come."""
-        receive = asyncio.ensure_future(session.receive())
-        listening = Listening()
-        try:
-            while True:
-                view = self._views.view
-                now = time.monotonic()
-                yield machine.TargetChanged(view.target(now).endpoint, tuple(conflicts(view, now, self.expect_source)))
-                self._views.changed.clear()
-                changed = asyncio.ensure_future(self._views.changed.wait())
-                waiting = {receive, changed} | ({exited} if exited and not exited.done() else set())
-                asked = time.monotonic()
-                poll = self.state.poll_interval(exited is not None, view.next_lapse(asked))
-                await asyncio.wait(waiting, timeout=poll, return_when=asyncio.FIRST_COMPLETED)
-                changed.cancel()
-                now = time.monotonic()
-                listening = listening.woke(self.state, asked, poll, now)
-                if listening.paused_for is not None:
-                    log.warning("this node did not run for %.1f s (starved of CPU or stopped): "
-                                "the coordinator counts as heard now", listening.paused_for)
-                while receive.done():
-                    try:
-                        yield receive.result()
-                    except Untrusted as exc:
-                        yield machine.Untrusted(str(exc))
-                        return
-                    except SessionLost as exc:
-                        yield machine.Lost(str(exc))
-                        return
-                    listening = listening.heard()
-                    self._views.hear(*vouched(self.state))
-                    receive = asyncio.ensure_future(session.receive())
-                lost = listening.silent(self.state)
-                if lost is not None:
-                    yield lost
-                    return
-                if exited is not None and exited.done() and not exited.cancelled():
-                    yield machine.CommandExited(*exited.result())
-                    exited = None
-                elif exited is not None:
-                    stopped = self._launcher.stopped_since(None, now) is not None
-                    listening, ended = listening.command(self.state, stopped, now)
-                    if ended is not None:
-                        yield ended
-                        exited = None
-        finally:
-            receive.cancel()
 
     async def _confirm(self, membership: Membership) -> None:
         """Arm the command with its environment, then confirm the list by its digest."""
@@ -304,13 +310,17 @@ class Joiner:
         node_id, fingerprint = self._seat.me().node_id, self._seat.fingerprint
         return command_environment(
             membership, node_id, os.environ, fingerprint.gpu_ids if fingerprint else (), self._seat.data_interface,
-            {PROGRESS_VARIABLE: str(self._progress.path(node_id)), ERROR_FILE_VARIABLE: str(self._error_file(node_id).path)},
+            {PROGRESS_VARIABLE: str(self.progress.path(node_id)), ERROR_FILE_VARIABLE: str(self._error_file(node_id).path)},
         )
 
     def _error_file(self, node_id: str) -> ErrorFile:
         if self._errors is None:
             self._errors = ErrorFile(self._seat.progress_dir, node_id)
         return self._errors
+
+    async def _report_exit(self, report: machine.Report, event: MemberEvent) -> bool:
+        await self._report(report)
+        return False
 
     async def _report(self, report: machine.Report) -> None:
         failed = report.exit_code != 0 or bool(report.reason)
@@ -340,7 +350,7 @@ class Joiner:
         self._launcher.fire(time.time() + delay, self.state.liveness_timeout)
         self._enter(Phase.RUNNING, membership)
         assert self.session is not None
-        self._progress.start(self.session)
+        self.progress.start(self.session)
 
     def _suspect(self, peer: Peer) -> None:
         """The confirmer then asks its Status again, as for any unconfirmed advert, and its
@@ -352,15 +362,6 @@ class Joiner:
             "electing without it until it answers", peer.describe(), self._config.timings.suspect_after,
         )
         self._views.update(self._views.view.suspect(peer.node_id, math.inf))
-
-    async def _view_change_or(self, seconds: float) -> None:
-        # Not wait_for: on Python < 3.12 it can swallow a cancellation that arrives as the
-        # event is set, and a stopped node would then go on joining.
-        changed = asyncio.ensure_future(self._views.changed.wait())
-        try:
-            await asyncio.wait({changed}, timeout=seconds)
-        finally:
-            changed.cancel()
 
 
 def vouched(state: Member) -> list[str]:

@@ -26,7 +26,9 @@ from ..coordinator import JoinSession, SessionLost
 from ..core.advert import Phase
 from ..core.failure import Failure
 from ..core.manifest import PreviousChief
-from ..core.member import MemberPhase, RoundEnd, is_last_round
+from ..core.preflight import Fingerprint
+from ..core.after_round import Next, after_round
+from ..core.member import MemberPhase, RoundEnd
 from ..core.round_state import ROUND_FAILED
 from ..core.seeds import parse_seeds
 from ..core.status import NodeStatus
@@ -37,6 +39,7 @@ from ..discovery import DiscoveryFactory
 from ..discovery.combined import discovery_factory
 from ..errors import JobFailed, JobStopped, RendezvousTimeout
 from ..host.fingerprint import take_fingerprint
+from ..launch import firstgate
 from ..launch.launcher import Launcher
 from ..launch.output import OutputSettings
 from ..observe.metrics import start_metrics
@@ -68,6 +71,7 @@ class Node:
         launcher: Optional[Callable[[], Launcher]] = None,
         bind: Binder = bind_resources,
         expect_source: str = "--expect",  # where config.expect came from, for the messages that name it
+        first_launcher: Optional[Launcher] = None,
     ) -> None:
         self.config = config
         self._expect_source = expect_source
@@ -79,7 +83,7 @@ class Node:
         self._make_launcher = launcher or (lambda: Launcher(config.stop_grace, config.abort_grace,
                                                             output=output_settings(config)))
         self._bind = bind
-        self.launcher = self._make_launcher()
+        self.launcher = first_launcher or self._make_launcher()  # the first round's
         self._spare = Spare(self._make_launcher, config.prewarm, config.command)  # the next round's, warm
         self.signals = StopSignals(self._report_stopping, lambda: self.launcher.kill())
         self._policy = job_policy(config)
@@ -192,9 +196,8 @@ class Node:
         while True:
             joiner = self._joiner = Joiner(
                 self.config, self._endpoint.seat(), self.views, self.launcher, self._connect, self._enter, number,
-                self._previous_chief, on_progress=self._on_progress,
+                self._previous_chief, on_progress=self._on_progress, expect_source=self._expect_source,
             )
-            joiner.expect_source = self._expect_source
             end = await self._round(joiner)
             if isinstance(end, int):
                 return end
@@ -203,22 +206,26 @@ class Node:
             self._failure = joiner.failure or end.failure or self._failure
             self._ending = None if end.completed else end.reason
             self._report()  # the preflight may have refused the round; an abort shows as such
-            if end.stop is not None:
+            played = joiner.state.round or number
+            refused = bool(joiner.state.preflight) and not joiner.state.frozen
+            # A stop is decided before the command ends (it sets the grace), the rest after it.
+            if after_round(end, played, self._policy, signalled=False, refused=refused) is Next.STOPPED:
+                assert end.stop is not None
                 await self._stopped(joiner, end.stop)
             code = await self._end_command(joiner, end)
             await joiner.close()
-            played = joiner.state.round or number
-            if end.completed:
+            step = after_round(end, played, self._policy, signalled=self.signals.signum is not None, refused=refused)
+            if step is Next.COMPLETED:
                 log.info("job %r completed in round %d: %s", self.config.job, played, end.reason)
                 self._enter(Phase.FINISHED)
                 return 0
-            if self.signals.signum is not None:  # stopped while the round ended: no round follows
+            if step is Next.SIGNALLED:  # stopped while the round ended: no round follows
                 log.info("round %d ended: %s; stopping as asked", played, end.reason)
-                return code if self.launcher.pid else 128 + self.signals.signum
-            if joiner.state.preflight and not joiner.state.frozen:  # refused: say why first of all
+                return code if self.launcher.pid else 128 + (self.signals.signum or signal.SIGTERM)
+            if step is Next.REFUSED:  # refused: say why first of all
                 raise JobFailed(f"job {self.config.job!r} was refused before the start: {joiner.state.preflight[0]}",
                                 end.exit_code)
-            if is_last_round(end, played, self._policy):
+            if step is Next.FAILED:
                 limit = self.config.max_restarts + 1
                 why = f"failed in round {played} of at most {limit}, no restart follows: {end.reason}"
                 raise JobFailed(f"job {self.config.job!r} {why}", end.exit_code)
@@ -322,17 +329,7 @@ class Node:
         membership = self._membership
         round = round or (membership.round if membership else self.view.me.round)
         self._presence.advertise(phase, round, membership.coordinator.endpoint if membership else None,
-                                 self._gpus_shown())
-
-    def _gpus_shown(self) -> Optional[str]:
-        """The advert's GPUs (`rendezvous peers`, `status`): with a count --gpus chose for
-        the running round, which of them the command uses."""
-        fingerprint, membership = self._endpoint.fingerprint, self._membership
-        if fingerprint is None:
-            return None
-        if membership is None or membership.gpus is None or self._phase is Phase.WAITING:
-            return fingerprint.describe_gpus()
-        return f"{fingerprint.describe_gpus()}, using {','.join(fingerprint.gpu_ids[:membership.gpus]) or 'none'}"
+                                 gpus_shown(self._endpoint.fingerprint, membership, self._phase))
 
     def _frozen(self) -> bool:
         """Whether this node's round is frozen, or past that: it keeps its addresses."""
@@ -349,11 +346,27 @@ class Node:
         )
 
 
+def gpus_shown(fingerprint: Optional[Fingerprint], membership: Optional[Membership], phase: Phase) -> Optional[str]:
+    """The advert's GPUs (`rendezvous peers`, `status`): with a count --gpus chose for the
+    running round, which of them the command uses."""
+    if fingerprint is None:
+        return None
+    if membership is None or membership.gpus is None or phase is Phase.WAITING:
+        return fingerprint.describe_gpus()
+    return f"{fingerprint.describe_gpus()}, using {','.join(fingerprint.gpu_ids[:membership.gpus]) or 'none'}"
+
+
 def output_settings(config: JoinConfig) -> OutputSettings:
     """Where the command's output goes besides the terminal (--output-dir and its limits)."""
     directory = Path(config.output_dir).expanduser() if config.output_dir else None
     return OutputSettings(directory, config.job, config.output_max_bytes, config.output_keep_rounds)
 
 
-async def run_node(config: JoinConfig, reporter: Optional[Reporter] = None, expect_source: str = "--expect") -> int:
-    return await Node(config, reporter=reporter, expect_source=expect_source).run()
+async def run_node(
+    config: JoinConfig, reporter: Optional[Reporter] = None, expect_source: str = "--expect",
+    spare: Optional[firstgate.Spare] = None,
+) -> int:
+    """Run a node; `expect_source` says where config.expect came from, `spare` is the first
+    round's gate, forked as the process started."""
+    first = Launcher(config.stop_grace, config.abort_grace, output=output_settings(config), spare=spare)
+    return await Node(config, reporter=reporter, expect_source=expect_source, first_launcher=first).run()

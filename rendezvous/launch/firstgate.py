@@ -1,5 +1,6 @@
 """The first round's gate, forked by the `rendezvous` command's process first thing, while it
-is small and has one thread (rendezvous.launch.gate says why), and taken by the first round."""
+is small and has one thread (rendezvous.launch.gate says why), and passed to the first round's
+launcher (rendezvous.cli.startup -> cli.main -> run_node -> Launcher(spare=...))."""
 
 from __future__ import annotations
 
@@ -34,17 +35,13 @@ class Spare:
         self.pid, self.pidfd, self.ready, self.gate, self.stderr = pid, pidfd, ready, gate, stderr
 
 
-_spare = None
-
-
 def fork_spare():
-    """Fork the first round's gate now, and return its pid: call it while the process has a
-    single thread.
+    """Fork the first round's gate now, and return it, for the first round's launcher: call
+    it while the process has a single thread.
 
     Without pidfds (Linux before 5.3) there is no spare (None): the daemon could not wait
     for a child that asyncio did not start, and every round spawns its gate."""
-    global _spare
-    if _spare is not None or not hasattr(os, "pidfd_open"):
+    if not hasattr(os, "pidfd_open"):
         return None
     import ctypes  # noqa: F401  for the child's prctl; the daemon imports it anyway (interfaces)
 
@@ -74,12 +71,4 @@ def fork_spare():
         os.close(stderr_read)
         os.waitpid(pid, 0)
         return None
-    _spare = Spare(pid, pidfd, ready_read, gate_write, stderr_read)
-    return pid
-
-
-def take_spare():
-    """The spare gate (once), or None."""
-    global _spare
-    spare, _spare = _spare, None
-    return spare
+    return Spare(pid, pidfd, ready_read, gate_write, stderr_read)

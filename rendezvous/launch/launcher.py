@@ -140,8 +140,9 @@ class Launcher:
     """
 
     def __init__(self, stop_grace: float = STOP_GRACE, abort_grace: float = ABORT_GRACE,
-                 output: Optional[OutputSettings] = None) -> None:
+                 output: Optional[OutputSettings] = None, spare: Optional[firstgate.Spare] = None) -> None:
         self.stop_grace = stop_grace
+        self._spare = spare  # a gate forked at the process's start (firstgate.fork_spare), taken once
         self.abort_grace = abort_grace
         self.output = Plumbing(output or OutputSettings())  # the command's stderr (and stdout) pipes
         self._drained: Optional[asyncio.Future] = None  # the pipes read to their end
@@ -171,8 +172,8 @@ class Launcher:
 
     async def prepare(self, command: Sequence[str], modules: Sequence[str] = (), optional: bool = False,
                       spare: bool = False) -> None:
-        """Have the gate that will exec `command`: the spare if this process forked one
-        (rendezvous.launch.gate), else one spawned now, an interpreter start that the freeze then
+        """Have the gate that will exec `command`: the one it was given (forked at the process's
+        start, rendezvous.launch.firstgate), else one spawned now, an interpreter start that the freeze then
         need not wait for. With `modules` (--prewarm), and a command that is a Python running
         a script or a module, the gate starts that interpreter now, which imports them
         (all of them, or with `optional` those it finds) and then waits for the release;
@@ -189,7 +190,7 @@ class Launcher:
                                   f"{exc.strerror or exc}") from None
         # systemd's notify socket is the daemon's (NotifyAccess=main): not the command's.
         self._env = {k: v for k, v in os.environ.items() if k not in NOTIFY_VARIABLES}
-        forked = firstgate.take_spare()
+        forked, self._spare = self._spare, None
         if forked is not None and self.output.captures_stdout:  # forked with only its stderr piped
             self._discard(forked)
             forked = None

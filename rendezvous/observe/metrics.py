@@ -100,7 +100,7 @@ class _Collector:
 
 def _allow_ssl() -> None:
     """prometheus_client imports ssl (for its TLS options, unused here), which the
-    `rendezvous` command's process goes without until then (see rendezvous.__main__)."""
+    `rendezvous` command's process goes without until then (see rendezvous.cli.startup)."""
     if "ssl" in sys.modules and sys.modules["ssl"] is None:
         del sys.modules["ssl"]
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, NamedTuple
 
+from ._errors import ERROR_VARIABLE
+from ._progress import PROGRESS_VARIABLE
+
 if TYPE_CHECKING:
     from typing import Mapping, Optional
 
@@ -62,6 +65,6 @@ def env(environ: Optional[Mapping[str, str]] = None) -> Optional[Env]:
         job=environ.get("RENDEZVOUS_JOB", ""),
         coordinator=environ.get("RENDEZVOUS_COORDINATOR", ""),
         node_id=environ.get("RENDEZVOUS_NODE_ID", ""),
-        progress_file=environ.get("RENDEZVOUS_PROGRESS_FILE") or None,
-        error_file=environ.get("RENDEZVOUS_ERROR_FILE") or None,
+        progress_file=environ.get(PROGRESS_VARIABLE) or None,
+        error_file=environ.get(ERROR_VARIABLE) or None,
     )

@@ -212,7 +212,7 @@ DYNAMIC = {
     "coordinator/_join.py:serve": "rejected %s: %s",
     "daemon/node.py:_round": "no rendezvous within --timeout %gs: saw 1 of 2 peers of job %r:",
     "config/slurm.py:read_step": "the variable's name, then what is wrong with its host list",
-    "daemon/joiner.py:_follow": "allowed by --allow-mismatch",
+    "daemon/joiner.py:_confirm_list": "allowed by --allow-mismatch",
     "daemon/node.py:_main_loop": "round %d ended: %s; round %d starts",
     "daemon/presence.py:_name_left_out": "it is left out; give it an IPv4 address",
     "daemon/presence.py:_switch_family": "this node uses its IPv6 address",

@@ -1,7 +1,7 @@
 """A process that forks a spare gate first thing, as the `rendezvous` command does, then hands
 it to a launcher: spare_gate.py ACTION ENV_JSON COMMAND...
 
-Prints one JSON line {"spare": pid, "again": what a second take got} as soon as the gate
+Prints one JSON line {"spare": pid, "again": whether the launcher still holds it} as soon as the gate
 waits, then: `fire` starts the command now, prints {"command": its pid} once it runs (null if it ended first) and
 {"code": its exit code} when it ends, then {"tail": the last lines of its stderr};
 `stop` disarms the gate and prints {"code": ...}; `hold` waits forever (to be killed)."""
@@ -20,9 +20,10 @@ from rendezvous.launch.launcher import Launcher  # noqa: E402
 
 
 async def main(action: str, env: dict, command: list) -> None:
-    launcher = Launcher()
+    launcher = Launcher(spare=spare)
     await launcher.arm(command, env)
-    print(json.dumps({"spare": spare, "gate": launcher._process.pid, "again": firstgate.take_spare() is not None}),
+    print(json.dumps({"spare": spare.pid if spare else None, "gate": launcher._process.pid,
+                      "again": launcher._spare is not None}),
           flush=True)
     if action == "fire":
         launcher.fire(time.time())

@@ -62,3 +62,25 @@ def test_help_and_the_other_subcommands_do_not_import_the_daemon():
         assert seen["code"] == 0, args
         assert not seen["node"], args
         assert seen["enabled"], args
+
+
+def test_the_command_line_is_split_before_cli_as_cli_splits_it():
+    from rendezvous.cli.main import split_command
+    from rendezvous.cli.startup import split
+
+    for argv in ([], ["join"], ["join", "--", "a", "--", "b"], ["--", "x"], ["status", "--job", "j", "--"]):
+        assert split(argv) == split_command(argv), argv
+
+
+def test_the_first_round_runs_in_the_gate_forked_as_the_command_started(tmp_path):
+    """The gate forked before the imports is handed to the first round's launcher, which
+    starts the command in it rather than spawning a gate of its own."""
+    marker = tmp_path / "ran"
+    done = subprocess.run(
+        [sys.executable, "-m", "rendezvous", "join", "-v", "--expect", "1", "--address", "127.0.0.1",
+         "--job", f"spare-{tmp_path.name}", "--", "touch", str(marker)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert marker.exists()
+    assert "the command's gate: the spare forked at this process's start" in done.stderr, done.stderr

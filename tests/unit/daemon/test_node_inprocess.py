@@ -331,14 +331,14 @@ def test_a_member_busy_between_two_looks_neither_blames_its_coordinator_nor_says
     coordinator went silent nor that it did not run itself."""
     from rendezvous.daemon import joiner as joining
 
-    scan = joining.Joiner._scan
+    scan = joining.MemberActions._scan
 
     async def slow_scan(self):
         if not self.state.joined_to_self:
             await asyncio.sleep(2.0)
         return await scan(self)
 
-    monkeypatch.setattr(joining.Joiner, "_scan", slow_scan)
+    monkeypatch.setattr(joining.MemberActions, "_scan", slow_scan)
     nodes = watched_pair((30, 31), "pass")
     with caplog.at_level(logging.INFO):
         assert asyncio.run(run_nodes(*nodes)) == [0, 0]

@@ -125,13 +125,18 @@ def wait(predicate, what: str, timeout: float = 600.0):
         time.sleep(0.05)
 
 
-def restart_run(net, prewarm: str) -> dict:
-    work = Path(tempfile.mkdtemp(prefix="prewarm-"))
-    job = f"w-{secrets.token_hex(3)}"
+def start_job(net, prewarm: str, prefix: str, job_prefix: str):
+    """A job of one daemon per host in a new work folder: (the folder, the daemons, worker 1's log)."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    job = f"{job_prefix}-{secrets.token_hex(3)}"
     logs = [open(work / f"{h.name}.log", "w") for h in net.hosts]
     daemons = [h.popen(join_argv(job, prewarm, work, h.name), stdout=log, stderr=subprocess.STDOUT)
                for h, log in zip(net.hosts, logs)]
-    victim_log = work / f"{net.hosts[1].name}.log"
+    return work, daemons, work / f"{net.hosts[1].name}.log"
+
+
+def restart_run(net, prewarm: str) -> dict:
+    work, daemons, victim_log = start_job(net, prewarm, "prewarm-", "w")
     wait(lambda: re.search(rf"epoch 1/{EPOCHS}\b", victim_log.read_text()), f"epoch 1 in {victim_log}")
     # killed in epoch 2 or later (an epoch takes about a second here)
     running, spares = wait(lambda: (t := trainers(daemons[1].pid))[0] and t, "the trainer")
@@ -151,12 +156,7 @@ def at_run(net, prewarm: str, fault_after: float) -> dict:
     """kill -9 of worker 1's trainer `fault_after` seconds after its round started (its freeze)
     -> the first training step of the next round; and when the next round's spare had
     imported, from the round's start."""
-    work = Path(tempfile.mkdtemp(prefix="prewarm-at-"))
-    job = f"t-{secrets.token_hex(3)}"
-    logs = [open(work / f"{h.name}.log", "w") for h in net.hosts]
-    daemons = [h.popen(join_argv(job, prewarm, work, h.name), stdout=log, stderr=subprocess.STDOUT)
-               for h, log in zip(net.hosts, logs)]
-    victim_log = work / f"{net.hosts[1].name}.log"
+    work, daemons, victim_log = start_job(net, prewarm, "prewarm-at-", "t")
     # the round's start: its freeze, a few milliseconds before its release (the start line
     # comes later when the command waits for a warm interpreter still importing)
     wait(lambda: re.search(r"round 1 frozen", victim_log.read_text()), f"round 1's freeze in {victim_log}")

@@ -375,7 +375,8 @@ def finished(
         failure = replace(failure, node_id=peer.node_id, address=str(peer.address), exit_code=code,
                           rank=state.membership.rank_of(node_id), reason=reason)
         cause = "" if failure.cause == why else f": {failure.cause}"
-        return abort(state, f"{peer.describe()}: {why}{cause}", code, failure=failure)
+        fix = f"; {failure.hint}" if failure.hint else ""  # the last line every node prints
+        return abort(state, f"{peer.describe()}: {why}{cause}{fix}", code, failure=failure)
     state = replace(state, succeeded=state.succeeded | {node_id}, sync=_reported(state, node_id, sync))
     if state.membership is not None and len(state.succeeded) == state.membership.world_size:
         chief = state.membership.members[0]

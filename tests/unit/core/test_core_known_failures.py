@@ -137,3 +137,15 @@ def test_a_script_that_sets_tf_config_is_found_and_one_that_reads_it_is_not():
     for fine in ['tf_config = json.loads(os.environ["TF_CONFIG"])', 'if os.environ["TF_CONFIG"] == old: pass',
                  'os.environ.setdefault("TF_CONFIG", c)', '# os.environ["TF_CONFIG"] = ... deleted', ""]:
         assert tf_config_assignment(fine) is None, fine
+
+
+def test_the_abort_every_node_ends_with_carries_the_fix_once():
+    """The abort's reason is the last line each node prints (`rendezvous: error: ...`)."""
+    sent = recognized(failed(SEEN["keras3-fit"]))
+    result = finished(released_round(), B.node_id, 1, failure=sent)
+    assert result.state.abort_reason.count("; fix: ") == 1
+    assert result.state.abort_reason.endswith("(see docs/troubleshooting.md#known-keras3-fit)")
+    board = jobs.aborted(jobs.Board(), result.state.abort_reason, result.state.failure)
+    view = jobs.job_view(result.state, board, A, 0.0)
+    (line,) = [l for l in jobs.job_table(view).splitlines() if l.startswith("last failure:")]
+    assert line.count("; fix: ") == 1

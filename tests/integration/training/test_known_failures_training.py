@@ -40,8 +40,11 @@ def run_two(tmp_path: Path, command: list[str], env: dict[str, str] = {}, restar
 def assert_every_node_shows(logs: list[str], known) -> None:
     for log in logs:
         assert not log.startswith("exit status 0"), log
-        (line,) = [l for l in log.splitlines() if "ERROR command failed:" in l]
-        assert line.endswith(f"; fix: {known.fix} (see {known.link})"), log
+        # its own command's failure, and the one the abort names when another node's came first
+        lines = [l for l in log.splitlines() if "ERROR command failed:" in l]
+        assert lines and all(l.endswith(f"; fix: {known.fix} (see {known.link})") for l in lines), log
+        # and the last line it prints, the abort's reason
+        assert log.rstrip().splitlines()[-1].endswith(f"; fix: {known.fix} (see {known.link})"), log
 
 
 def test_the_tutorials_code_fails_with_the_keras_3_fix_and_trains_once_it_is_applied(tmp_path):

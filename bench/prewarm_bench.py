@@ -135,6 +135,18 @@ def start_job(net, prewarm: str, prefix: str, job_prefix: str):
     return work, daemons, work / f"{net.hosts[1].name}.log"
 
 
+def kill_and_time(net, work: Path, daemons, trainer: int) -> float:
+    """kill -9 of `trainer`, the job run to its end: how long until the latest worker's first
+    training step of the next round."""
+    killed = time.time()
+    os.kill(trainer, signal.SIGKILL)
+    codes = [d.wait(timeout=600) for d in daemons]
+    if codes != [0, 0]:
+        raise SystemExit(f"the job failed ({codes}): see {work}")
+    firsts = [json.loads((work / f"{h.name}.json").read_text())["timing"]["first_step_unix"] for h in net.hosts]
+    return max(firsts) - killed
+
+
 def restart_run(net, prewarm: str) -> dict:
     work, daemons, victim_log = start_job(net, prewarm, "prewarm-", "w")
     wait(lambda: re.search(rf"epoch 1/{EPOCHS}\b", victim_log.read_text()), f"epoch 1 in {victim_log}")
@@ -143,13 +155,8 @@ def restart_run(net, prewarm: str) -> dict:
     spare_rss = None
     if prewarm != "none":  # a failure after a while of training: the spare has warmed
         spare_rss = wait(lambda: settled(daemons[1].pid), "the warm spare's import")
-    killed = time.time()
-    os.kill(running[0], signal.SIGKILL)
-    codes = [d.wait(timeout=600) for d in daemons]
-    if codes != [0, 0]:
-        raise SystemExit(f"the job failed ({codes}): see {work}")
-    firsts = [json.loads((work / f"{h.name}.json").read_text())["timing"]["first_step_unix"] for h in net.hosts]
-    return {"kind": "restart", "prewarm": prewarm, "seconds": max(firsts) - killed, "spare_rss_mib": spare_rss}
+    seconds = kill_and_time(net, work, daemons, running[0])
+    return {"kind": "restart", "prewarm": prewarm, "seconds": seconds, "spare_rss_mib": spare_rss}
 
 
 def at_run(net, prewarm: str, fault_after: float) -> dict:
@@ -168,13 +175,8 @@ def at_run(net, prewarm: str, fault_after: float) -> dict:
         if spare_ready is None and spares and all(ready(p) for p in spares):
             spare_ready = time.time() - began
         time.sleep(0.05)
-    killed = time.time()
-    os.kill(running[0], signal.SIGKILL)
-    codes = [d.wait(timeout=600) for d in daemons]
-    if codes != [0, 0]:
-        raise SystemExit(f"the job failed ({codes}): see {work}")
-    firsts = [json.loads((work / f"{h.name}.json").read_text())["timing"]["first_step_unix"] for h in net.hosts]
-    return {"kind": "at", "prewarm": prewarm, "fault_after": fault_after, "seconds": max(firsts) - killed,
+    seconds = kill_and_time(net, work, daemons, running[0])
+    return {"kind": "at", "prewarm": prewarm, "fault_after": fault_after, "seconds": seconds,
             "spare_ready_s": spare_ready}
 
 
